@@ -1,0 +1,2 @@
+//! Placeholder until the simulator issue lands.
+fn main() { println!("msp-sim: not yet"); }

@@ -1,7 +1,12 @@
 //! MSP v1 command-plane runtime: the wire layer ([`proto`]), the sans-IO core
-//! ([`core`]), the session log format ([`log`]) and the real drivers ([`io`]).
-//! See ARCHITECTURE.md for the map.
+//! ([`core`]), the session log format ([`log`]), the real drivers ([`io`]),
+//! a deterministic in-process driver ([`harness`]) and the conformance
+//! runner ([`conformance`]). See ARCHITECTURE.md for the map.
 #![warn(missing_docs)]
 
+pub mod conformance;
+pub mod core;
+pub mod harness;
+pub mod io;
 pub mod log;
 pub mod proto;

@@ -1,0 +1,1150 @@
+//! [`Host`]: connections, request dispatch, parking on IO, and the gate
+//! that holds every answer and durable event until the log record that
+//! justifies it is synced.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Map, Value};
+
+use super::agent::{Agent, AgentFactory};
+use super::bugs::{Bug, BugSet};
+use super::record::{decode_log, Answer, Record};
+use super::session::Session;
+use super::{
+    ConnId, CrashPoint, Durability, EffectOutcome, HostConfig, OpenMode, OpenResult, Output,
+    ReadResult,
+};
+use crate::proto::envelope::{self, Incoming, RequestId};
+use crate::proto::framing::{Line, LineSplitter};
+use crate::proto::params::{self, Parsed};
+use crate::proto::RpcError;
+
+/// At most this many connections (PROTOCOL.md section 1).
+pub const CONNECTIONS_MAX: usize = 256;
+/// At most this many unanswered requests per connection.
+pub const UNANSWERED_MAX: usize = 1024;
+/// An effect whose answer has not come back after this long is `unknown`.
+pub const EFFECT_TIMEOUT_MS: u64 = 30_000;
+/// A bound on agent steps per drive, so a broken agent cannot spin the host.
+const AGENT_STEPS_MAX: usize = 100_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handshake {
+    New,
+    Initialized,
+    Ready,
+}
+
+/// Why an outbound frame may not leave yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gate {
+    /// The session incarnation whose log must be synced.
+    pub slot: u64,
+    /// Up to this offset.
+    pub upto: u64,
+}
+
+#[derive(Debug)]
+struct OutFrame {
+    line: Vec<u8>,
+    gate: Option<Gate>,
+    /// A response under this id (replaced by `storageUnavailable` if its
+    /// gate can never open).
+    response_to: Option<RequestId>,
+}
+
+/// What a parked request waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Wait {
+    /// A session being loaded or unloaded.
+    Session(String),
+    /// A log read (token).
+    Read(u64),
+    /// The session's sync pipeline to drain (no group commit).
+    SyncIdle(String),
+}
+
+/// The answer an IO wait brought back.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum IoAnswer {
+    Open(OpenResult),
+    Read(ReadResult),
+}
+
+/// A completion the core delivers to itself (the ephemeral host's
+/// in-memory storage answers synchronously, after the request parked).
+#[derive(Debug)]
+enum Internal {
+    Opened(u64, OpenResult),
+    Read(u64, ReadResult),
+}
+
+#[derive(Debug)]
+struct Parked {
+    id: RequestId,
+    parsed: Parsed,
+    wait: Wait,
+    io: Option<IoAnswer>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    splitter: LineSplitter,
+    handshake: Handshake,
+    inbox: VecDeque<Line>,
+    parked: Option<Parked>,
+    outq: VecDeque<OutFrame>,
+    next_server_request_id: u64,
+}
+
+/// The outcome of dispatching a request.
+pub(crate) enum Flow {
+    /// Answered (or answer queued behind a gate).
+    Done,
+    /// Waiting; re-dispatched when the wait ends.
+    Park(Wait, Parsed),
+}
+
+/// A staged outbound frame of a session, sent to its subscribers after the
+/// response of the command that caused it.
+#[derive(Debug, Clone)]
+pub(crate) enum Staged {
+    /// A notification (durable when `durable_at` is set).
+    Note {
+        method: String,
+        params: Value,
+        emitted_at_ms: u64,
+        durable_at: Option<u64>,
+    },
+    /// A server request (`approval/request`).
+    Request {
+        method: String,
+        params: Value,
+        durable_at: Option<u64>,
+    },
+}
+
+/// The live state of a running turn (not folded: a crash ends the turn).
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub turn_id: String,
+    pub wake_ms: u64,
+    pub blocked: bool,
+    pub started_ms: u64,
+    /// The open agent message: item id and text so far.
+    pub message: Option<(String, String)>,
+    /// The tool call item awaiting completion by the agent.
+    pub open_tool: Option<String>,
+}
+
+/// An effect in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct EffectWait {
+    pub session: String,
+    pub item_id: String,
+    pub turn_id: String,
+    pub deadline_ms: u64,
+    pub query: bool,
+}
+
+/// A loaded session: folded state plus the live machinery around it.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub s: Session,
+    pub slot: u64,
+    pub appended_bytes: u64,
+    pub synced_bytes: u64,
+    pub sync_in_flight: Option<u64>,
+    pub unflushed: Vec<u8>,
+    pub unflushed_intakes: usize,
+    pub staged: Vec<Staged>,
+    pub subscribers: BTreeSet<ConnId>,
+    pub run: Option<Run>,
+    pub task_ends: BTreeMap<String, u64>,
+    pub ephemeral_k: u64,
+    pub idle_deadline_ms: Option<u64>,
+    pub unloading: bool,
+    /// Effects waiting for their decision record to be durable:
+    /// `(offset, token, wait, output)`.
+    pub pending_effects: Vec<(u64, u64, EffectWait, Output)>,
+}
+
+impl Loaded {
+    /// Offset at which everything committed so far will be durable.
+    pub fn end_offset(&self) -> u64 {
+        self.appended_bytes + self.unflushed.len() as u64
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Slot {
+    Loading,
+    Loaded(Box<Loaded>),
+}
+
+/// The sans-IO host: see the module docs of [`crate::core`] for the call
+/// order.
+pub struct Host {
+    pub(crate) cfg: HostConfig,
+    pub(crate) bugs: BugSet,
+    pub(crate) now_ms: u64,
+    rng: ChaCha8Rng,
+    conns: BTreeMap<ConnId, Conn>,
+    pub(crate) sessions: BTreeMap<String, Slot>,
+    out: VecDeque<Output>,
+    next_token: u64,
+    next_slot: u64,
+    opens: BTreeMap<u64, String>,
+    reads: BTreeMap<u64, ConnId>,
+    pub(crate) effects: BTreeMap<u64, EffectWait>,
+    /// Synced offsets of session incarnations (`u64::MAX` once unloaded).
+    synced: BTreeMap<u64, u64>,
+    /// Host-lifetime ledger of the carrier-less rows: signature and answer.
+    pub(crate) lifetime_ledger: BTreeMap<String, (String, Answer)>,
+    /// The ephemeral host's in-memory logs.
+    mem_logs: BTreeMap<String, Vec<u8>>,
+    internal: VecDeque<Internal>,
+    pub(crate) agent: Box<dyn Agent>,
+    shutting_down: bool,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("now_ms", &self.now_ms)
+            .field("conns", &self.conns.len())
+            .field("sessions", &self.sessions.len())
+            .finish()
+    }
+}
+
+impl Host {
+    /// A host with the scripted agent.
+    pub fn new(cfg: HostConfig, now_ms: u64) -> Host {
+        Host::with_agent(cfg, now_ms, super::agent::scripted_factory(), BugSet::default())
+    }
+
+    /// A host with a given agent and planted bugs (the simulator's entry).
+    pub fn with_agent(cfg: HostConfig, now_ms: u64, agent: AgentFactory, bugs: BugSet) -> Host {
+        Host {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            bugs,
+            now_ms,
+            conns: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            out: VecDeque::new(),
+            next_token: 1,
+            next_slot: 1,
+            opens: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            effects: BTreeMap::new(),
+            synced: BTreeMap::new(),
+            lifetime_ledger: BTreeMap::new(),
+            mem_logs: BTreeMap::new(),
+            internal: VecDeque::new(),
+            agent: agent(),
+            shutting_down: false,
+        }
+    }
+
+    // ----- inputs -------------------------------------------------------
+
+    /// A connection opened.
+    pub fn handle_connect(&mut self, conn: ConnId, now_ms: u64) {
+        self.tick(now_ms);
+        debug_assert!(!self.conns.contains_key(&conn), "connection ids are not reused");
+        if self.conns.len() >= CONNECTIONS_MAX || self.shutting_down {
+            let line = envelope::error_line(&Value::Null, &RpcError::overloaded("too many connections"));
+            self.out.push_back(Output::Send { conn, line });
+            self.out.push_back(Output::Close { conn });
+            return;
+        }
+        self.conns.insert(
+            conn,
+            Conn {
+                splitter: LineSplitter::new(self.cfg.frame_limit_bytes),
+                handshake: Handshake::New,
+                inbox: VecDeque::new(),
+                parked: None,
+                outq: VecDeque::new(),
+                next_server_request_id: 1,
+            },
+        );
+    }
+
+    /// Bytes arrived on a connection.
+    pub fn handle_bytes(&mut self, conn: ConnId, bytes: &[u8], now_ms: u64) {
+        self.tick(now_ms);
+        let mut lines = Vec::new();
+        match self.conns.get_mut(&conn) {
+            Some(c) => c.splitter.feed(bytes, &mut lines),
+            None => return,
+        }
+        for line in lines {
+            let c = self.conns.get_mut(&conn).expect("connection present");
+            if c.parked.is_some() || !c.inbox.is_empty() {
+                if c.inbox.len() >= UNANSWERED_MAX {
+                    let id = match &line {
+                        Line::Frame(b) => match envelope::parse_line(b) {
+                            Ok(Incoming::Request { id, .. }) => Some(id),
+                            _ => None,
+                        },
+                        Line::TooLarge => None,
+                    };
+                    if let Some(id) = id {
+                        let l = envelope::error_line(&id, &RpcError::overloaded("too many unanswered requests"));
+                        self.enqueue(conn, l, None, None);
+                    }
+                    continue;
+                }
+                c.inbox.push_back(line);
+                continue;
+            }
+            self.process_line(conn, line);
+        }
+        self.finish();
+    }
+
+    /// A connection closed (either side). Its pending frames are dropped.
+    pub fn handle_disconnect(&mut self, conn: ConnId, now_ms: u64) {
+        self.tick(now_ms);
+        if self.conns.remove(&conn).is_none() {
+            return;
+        }
+        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        for sid in sids {
+            if let Some(l) = self.loaded_mut(&sid) {
+                if l.subscribers.remove(&conn) {
+                    self.note_activity(&sid);
+                }
+            }
+        }
+        self.reads.retain(|_, c| *c != conn);
+        self.finish();
+    }
+
+    /// The answer to an [`Output::Open`].
+    pub fn handle_opened(&mut self, token: u64, result: OpenResult, now_ms: u64) {
+        self.tick(now_ms);
+        self.opened(token, result);
+        self.finish();
+    }
+
+    /// The answer to an [`Output::Read`].
+    pub fn handle_read(&mut self, token: u64, result: ReadResult, now_ms: u64) {
+        self.tick(now_ms);
+        self.read_done(token, result);
+        self.finish();
+    }
+
+    fn read_done(&mut self, token: u64, result: ReadResult) {
+        if let Some(conn) = self.reads.remove(&token) {
+            if let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.as_mut()) {
+                if p.wait == Wait::Read(token) {
+                    p.io = Some(IoAnswer::Read(result));
+                    self.resume_conn(conn);
+                }
+            }
+        }
+    }
+
+    /// A sync covering the log up to `upto_bytes` completed.
+    pub fn handle_synced(&mut self, session: &str, upto_bytes: u64, now_ms: u64) {
+        self.tick(now_ms);
+        let mut release = false;
+        if let Some(l) = self.loaded_mut(session) {
+            debug_assert_eq!(l.sync_in_flight, Some(upto_bytes), "one sync in flight per session");
+            l.sync_in_flight = None;
+            debug_assert!(upto_bytes >= l.synced_bytes, "synced offsets only grow");
+            l.synced_bytes = upto_bytes;
+            let slot = l.slot;
+            release = l.unloading && l.synced_bytes == l.appended_bytes && l.unflushed.is_empty();
+            self.synced.insert(slot, upto_bytes);
+        }
+        if release {
+            self.finish_unload(session);
+        } else {
+            self.maybe_sync(session);
+            self.wake_waiters(&Wait::SyncIdle(session.to_string()));
+        }
+        self.finish();
+    }
+
+    /// An append or sync of the session's log failed (disk full, fsync
+    /// error). Nothing it covered may be acknowledged: pending answers get
+    /// `storageUnavailable`, and the session is dropped from memory so the
+    /// next access reloads what the disk really holds.
+    pub fn handle_storage_failed(&mut self, session: &str, error: &str, now_ms: u64) {
+        self.tick(now_ms);
+        if let Some(Slot::Loaded(l)) = self.sessions.remove(session) {
+            let slot = l.slot;
+            let synced = l.synced_bytes;
+            self.agent_forget(&l);
+            for c in self.conns.values_mut() {
+                let mut kept = VecDeque::new();
+                for f in c.outq.drain(..) {
+                    match f.gate {
+                        Some(g) if g.slot == slot && g.upto > synced => {
+                            if let Some(id) = f.response_to {
+                                kept.push_back(OutFrame {
+                                    line: envelope::error_line(&id, &RpcError::storage_unavailable(error)),
+                                    gate: None,
+                                    response_to: None,
+                                });
+                            }
+                        }
+                        _ => kept.push_back(f),
+                    }
+                }
+                c.outq = kept;
+            }
+            self.synced.insert(slot, u64::MAX);
+            self.effects.retain(|_, e| e.session != session);
+            if self.cfg.durability == Durability::Durable {
+                self.out.push_back(Output::Release {
+                    session: session.to_string(),
+                });
+            }
+            self.wake_waiters(&Wait::Session(session.to_string()));
+            self.wake_waiters(&Wait::SyncIdle(session.to_string()));
+        }
+        self.finish();
+    }
+
+    /// An effect finished at its provider.
+    pub fn handle_effect_done(&mut self, token: u64, outcome: EffectOutcome, now_ms: u64) {
+        self.tick(now_ms);
+        if let Some(w) = self.effects.remove(&token) {
+            if !w.query {
+                self.out.push_back(Output::CrashPoint(CrashPoint::AfterEffectBeforeSettle));
+            }
+            self.complete_effect(w, outcome);
+        }
+        self.finish();
+    }
+
+    /// Time passed; fire due timers.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        self.tick(now_ms);
+        self.fire_timers();
+        self.finish();
+    }
+
+    /// Orderly shutdown: unload every session (`session/closed`,
+    /// `hostShutdown`). Keep driving IO until [`Host::is_quiescent`].
+    pub fn shutdown(&mut self, now_ms: u64) {
+        self.tick(now_ms);
+        self.shutting_down = true;
+        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        for sid in sids {
+            self.unload(&sid, "hostShutdown");
+        }
+        self.finish();
+    }
+
+    /// No session is loaded or loading and no IO is outstanding.
+    pub fn is_quiescent(&self) -> bool {
+        self.sessions.is_empty() && self.out.is_empty() && self.opens.is_empty()
+    }
+
+    /// The next output to carry out.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When [`Host::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let mut t: Option<u64> = None;
+        let mut min = |v: u64| t = Some(t.map_or(v, |x| x.min(v)));
+        for slot in self.sessions.values() {
+            if let Slot::Loaded(l) = slot {
+                if let Some(r) = &l.run {
+                    if !r.blocked {
+                        min(r.wake_ms);
+                    }
+                }
+                for end in l.task_ends.values() {
+                    min(*end);
+                }
+                if let Some(d) = l.idle_deadline_ms {
+                    min(d);
+                }
+            }
+        }
+        for e in self.effects.values() {
+            min(e.deadline_ms);
+        }
+        t
+    }
+
+    /// Current host time (the last time passed in).
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    // ----- plumbing -----------------------------------------------------
+
+    fn tick(&mut self, now_ms: u64) {
+        // The injected clock may stall but never runs backwards for the core.
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+
+    pub(crate) fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    /// A UUIDv7 from the host clock and RNG.
+    pub(crate) fn mint_id(&mut self) -> String {
+        let hi = self.rng.next_u64() as u128;
+        let lo = self.rng.next_u64() as u128;
+        crate::proto::ids::mint_uuid_v7(self.now_ms, (hi << 64) | lo)
+    }
+
+    pub(crate) fn loaded_mut(&mut self, sid: &str) -> Option<&mut Loaded> {
+        match self.sessions.get_mut(sid) {
+            Some(Slot::Loaded(l)) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn loaded(&self, sid: &str) -> Option<&Loaded> {
+        match self.sessions.get(sid) {
+            Some(Slot::Loaded(l)) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn push_output(&mut self, o: Output) {
+        self.out.push_back(o);
+    }
+
+    /// Queues a frame for a connection behind everything queued before it.
+    pub(crate) fn enqueue(&mut self, conn: ConnId, line: Vec<u8>, gate: Option<Gate>, response_to: Option<RequestId>) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let gate = if self.bugs.has(Bug::AckBeforeSync) && response_to.is_some() {
+                None
+            } else {
+                gate
+            };
+            c.outq.push_back(OutFrame {
+                line,
+                gate,
+                response_to,
+            });
+        }
+    }
+
+    /// Queues a response.
+    pub(crate) fn respond(&mut self, conn: ConnId, id: &RequestId, answer: &Answer, gate: Option<Gate>) {
+        let line = match answer {
+            Answer::Result(r) => envelope::response_line(id, r),
+            Answer::Error(e) => {
+                let err = RpcError::from_value(e).unwrap_or_else(|| RpcError::internal("bad stored error"));
+                envelope::error_line(id, &err)
+            }
+        };
+        self.enqueue(conn, line, gate, Some(id.clone()));
+    }
+
+    pub(crate) fn respond_err(&mut self, conn: ConnId, id: &RequestId, err: RpcError) {
+        let line = envelope::error_line(id, &err);
+        self.enqueue(conn, line, None, Some(id.clone()));
+    }
+
+    /// Initialized connections (for broadcasts).
+    pub(crate) fn ready_conns(&self) -> Vec<ConnId> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| c.handshake == Handshake::Ready)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub(crate) fn next_server_request_id(&mut self, conn: ConnId) -> u64 {
+        let c = self.conns.get_mut(&conn).expect("connection present");
+        let id = c.next_server_request_id;
+        c.next_server_request_id += 1;
+        id
+    }
+
+    /// The gate for everything the session has committed so far.
+    pub(crate) fn gate_now(&self, sid: &str) -> Option<Gate> {
+        let l = self.loaded(sid)?;
+        self.gate_at(l, l.end_offset())
+    }
+
+    pub(crate) fn gate_at(&self, l: &Loaded, upto: u64) -> Option<Gate> {
+        if self.cfg.durability == Durability::Ephemeral || upto <= l.synced_bytes {
+            None
+        } else {
+            Some(Gate { slot: l.slot, upto })
+        }
+    }
+
+    fn gate_open(&self, g: &Gate) -> bool {
+        self.synced.get(&g.slot).is_some_and(|s| *s >= g.upto)
+    }
+
+    /// The end of every input: run internal completions, flush sessions,
+    /// release frames whose gates opened.
+    fn finish(&mut self) {
+        for _ in 0..1_000_000 {
+            match self.internal.pop_front() {
+                Some(Internal::Opened(token, result)) => self.opened(token, result),
+                Some(Internal::Read(token, result)) => self.read_done(token, result),
+                None => break,
+            }
+        }
+        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        for sid in &sids {
+            self.flush(sid);
+        }
+        let conn_ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        let mut sends = Vec::new();
+        let mut gated_answer = false;
+        for conn in conn_ids {
+            loop {
+                let ready = match self.conns[&conn].outq.front() {
+                    Some(f) => f.gate.is_none_or(|g| self.gate_open(&g)),
+                    None => false,
+                };
+                if !ready {
+                    break;
+                }
+                let f = self
+                    .conns
+                    .get_mut(&conn)
+                    .expect("connection present")
+                    .outq
+                    .pop_front()
+                    .expect("front present");
+                gated_answer |= f.gate.is_some() && f.response_to.is_some();
+                sends.push(Output::Send { conn, line: f.line });
+            }
+        }
+        if gated_answer {
+            // Intakes are durable; their answers have not left yet.
+            self.out.push_back(Output::CrashPoint(CrashPoint::AfterIntakeBeforeAck));
+        }
+        self.out.extend(sends);
+        self.release_effects();
+    }
+
+    /// Appends the session's unflushed records and sends staged frames to
+    /// subscribers behind the right gates; starts a sync if needed.
+    fn flush(&mut self, sid: &str) {
+        let durable = self.cfg.durability == Durability::Durable;
+        let Some(l) = self.loaded_mut(sid) else {
+            return;
+        };
+        let staged = std::mem::take(&mut l.staged);
+        let subscribers: Vec<ConnId> = l.subscribers.iter().copied().collect();
+        let slot = l.slot;
+        let synced_bytes = l.synced_bytes;
+        if !l.unflushed.is_empty() {
+            let bytes = std::mem::take(&mut l.unflushed);
+            l.appended_bytes += bytes.len() as u64;
+            if durable {
+                self.out.push_back(Output::Append {
+                    session: sid.to_string(),
+                    bytes,
+                });
+            } else {
+                self.mem_logs.entry(sid.to_string()).or_default().extend(bytes);
+                let l = self.loaded_mut(sid).expect("loaded");
+                l.synced_bytes = l.appended_bytes;
+                let (slot, s) = (l.slot, l.synced_bytes);
+                self.synced.insert(slot, s);
+            }
+        }
+        for st in staged {
+            let (durable_at, frame) = match &st {
+                Staged::Note { durable_at, .. } | Staged::Request { durable_at, .. } => (*durable_at, st.clone()),
+            };
+            let gate = durable_at
+                .filter(|at| durable && *at > synced_bytes)
+                .map(|upto| Gate { slot, upto });
+            for conn in &subscribers {
+                let line = match &frame {
+                    Staged::Note {
+                        method,
+                        params,
+                        emitted_at_ms,
+                        ..
+                    } => envelope::notification_line(method, params, *emitted_at_ms),
+                    Staged::Request { method, params, .. } => {
+                        if !self.conns.contains_key(conn) {
+                            continue;
+                        }
+                        let id = self.next_server_request_id(*conn);
+                        envelope::server_request_line(id, method, params)
+                    }
+                };
+                self.enqueue(*conn, line, gate, None);
+            }
+        }
+        self.maybe_sync(sid);
+    }
+
+    pub(crate) fn maybe_sync(&mut self, sid: &str) {
+        if self.cfg.durability != Durability::Durable {
+            return;
+        }
+        let group = self.cfg.group_commit;
+        let Some(l) = self.loaded_mut(sid) else {
+            return;
+        };
+        if l.sync_in_flight.is_some() || l.appended_bytes == l.synced_bytes {
+            return;
+        }
+        let intakes = std::mem::take(&mut l.unflushed_intakes);
+        l.sync_in_flight = Some(l.appended_bytes);
+        let upto = l.appended_bytes;
+        debug_assert!(group || intakes <= 1, "without group commit each intake syncs alone");
+        if intakes >= 2 {
+            self.out.push_back(Output::CrashPoint(CrashPoint::MidGroupCommit));
+        }
+        self.out.push_back(Output::Sync {
+            session: sid.to_string(),
+            upto_bytes: upto,
+        });
+    }
+
+    /// Commits a record: folds it into the session and queues its bytes.
+    /// Returns the offset at which it will be durable.
+    pub(crate) fn commit(&mut self, sid: &str, rec: Record) -> u64 {
+        let in_memory_only =
+            self.bugs.has(Bug::DedupeInMemoryOnly) && matches!(rec, Record::Received { .. } | Record::Settled { .. });
+        let l = self.loaded_mut(sid).expect("commit to a loaded session");
+        if in_memory_only {
+            let end = l.end_offset();
+            l.s.apply(&rec, end);
+            return end;
+        }
+        let bytes = rec.encode();
+        let end = l.end_offset() + bytes.len() as u64;
+        l.s.apply(&rec, end);
+        l.unflushed.extend_from_slice(&bytes);
+        if matches!(rec, Record::Received { .. }) {
+            l.unflushed_intakes += 1;
+        }
+        end
+    }
+
+    fn wake_waiters(&mut self, wait: &Wait) {
+        let waiting: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.parked.as_ref().is_some_and(|p| &p.wait == wait))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in waiting {
+            self.resume_conn(conn);
+        }
+    }
+
+    fn wake_waiters_with(&mut self, wait: &Wait, io: IoAnswer) {
+        let waiting: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.parked.as_ref().is_some_and(|p| &p.wait == wait))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in waiting {
+            if let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.as_mut()) {
+                p.io = Some(io.clone());
+            }
+            self.resume_conn(conn);
+        }
+    }
+
+    /// Re-dispatches a parked request, then drains the connection's inbox
+    /// while nothing parks.
+    fn resume_conn(&mut self, conn: ConnId) {
+        let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
+            return;
+        };
+        match self.dispatch(conn, &p.id, p.parsed, p.io) {
+            Flow::Done => {}
+            Flow::Park(wait, parsed) => {
+                self.park(conn, p.id, wait, parsed);
+                return;
+            }
+        }
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if c.parked.is_some() {
+                return;
+            }
+            let Some(line) = c.inbox.pop_front() else {
+                return;
+            };
+            self.process_line(conn, line);
+        }
+    }
+
+    fn park(&mut self, conn: ConnId, id: RequestId, wait: Wait, parsed: Parsed) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.parked = Some(Parked {
+                id,
+                parsed,
+                wait,
+                io: None,
+            });
+        }
+    }
+
+    // ----- requests -----------------------------------------------------
+
+    fn process_line(&mut self, conn: ConnId, line: Line) {
+        let bytes = match line {
+            Line::TooLarge => {
+                let l = envelope::error_line(&Value::Null, &RpcError::input_too_large(self.cfg.frame_limit_bytes));
+                self.enqueue(conn, l, None, None);
+                return;
+            }
+            Line::Frame(b) => b,
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match envelope::parse_line(&bytes) {
+            Err(e) => {
+                let l = envelope::error_line(&e.id, &e.error);
+                self.enqueue(conn, l, None, None);
+            }
+            Ok(Incoming::Notification { method }) => {
+                let c = self.conns.get_mut(&conn).expect("connection present");
+                if method == "initialized" && c.handshake == Handshake::Initialized {
+                    c.handshake = Handshake::Ready;
+                }
+            }
+            Ok(Incoming::Response { .. }) => {}
+            Ok(Incoming::Request { id, method, params }) => self.request(conn, id, &method, &params),
+        }
+    }
+
+    fn request(&mut self, conn: ConnId, id: RequestId, method: &str, params: &Map<String, Value>) {
+        let handshake = self.conns[&conn].handshake;
+        if method == "initialize" {
+            if handshake != Handshake::New {
+                return self.respond_err(conn, &id, RpcError::already_initialized());
+            }
+            match params::parse_request(method, params) {
+                Ok(_) => {
+                    let result = self.initialize_result();
+                    self.conns.get_mut(&conn).expect("present").handshake = Handshake::Initialized;
+                    self.respond(conn, &id, &Answer::Result(result), None);
+                }
+                Err(e) => self.respond_err(conn, &id, e),
+            }
+            return;
+        }
+        if handshake != Handshake::Ready {
+            return self.respond_err(conn, &id, RpcError::not_initialized());
+        }
+        if !params::is_known_method(method) {
+            return self.respond_err(conn, &id, RpcError::method_not_found(method));
+        }
+        let parsed = match params::parse_request(method, params) {
+            Ok(p) => p,
+            Err(e) => return self.respond_err(conn, &id, e),
+        };
+        match self.dispatch(conn, &id, parsed, None) {
+            Flow::Done => {}
+            Flow::Park(wait, parsed) => self.park(conn, id, wait, parsed),
+        }
+    }
+
+    fn initialize_result(&self) -> Value {
+        let version = env!("CARGO_PKG_VERSION");
+        json!({
+            "serverInfo": {"name": "msp", "version": version},
+            "userAgent": format!("msp/{version} ({}; {})", std::env::consts::OS, std::env::consts::ARCH),
+            "museHome": self.cfg.data_dir,
+            "platformFamily": if cfg!(windows) { "windows" } else { "unix" },
+            "platformOs": if cfg!(target_os = "macos") { "macos" } else if cfg!(windows) { "windows" } else { "linux" },
+            "schema": {"version": 1, "fingerprint": super::SCHEMA_FINGERPRINT},
+            "grantedCapabilities": [],
+            "experimentalApi": false,
+            "sessionDurability": self.cfg.durability.as_str(),
+        })
+    }
+
+    fn dispatch(&mut self, conn: ConnId, id: &RequestId, parsed: Parsed, io: Option<IoAnswer>) -> Flow {
+        match parsed {
+            Parsed::Initialize => unreachable!("initialize is handled before dispatch"),
+            Parsed::Read(r) => self.read(conn, id, r, io),
+            Parsed::Command(c) => self.command(conn, id, c, io),
+        }
+    }
+
+    // ----- sessions: open, load, unload ------------------------------------
+
+    /// Starts loading a session (or waits for a load in progress).
+    pub(crate) fn request_open(&mut self, sid: &str, mode: OpenMode) -> Wait {
+        if !self.sessions.contains_key(sid) {
+            self.sessions.insert(sid.to_string(), Slot::Loading);
+            let token = self.token();
+            self.opens.insert(token, sid.to_string());
+            match self.cfg.durability {
+                Durability::Durable => self.out.push_back(Output::Open {
+                    session: sid.to_string(),
+                    mode,
+                    token,
+                }),
+                Durability::Ephemeral => {
+                    let result = match (self.mem_logs.get(sid), mode) {
+                        (Some(log), _) => OpenResult::Opened { log: log.clone() },
+                        (None, OpenMode::Create) => OpenResult::Opened { log: Vec::new() },
+                        (None, OpenMode::Existing) => OpenResult::NotFound,
+                    };
+                    self.internal.push_back(Internal::Opened(token, result));
+                }
+            }
+        }
+        Wait::Session(sid.to_string())
+    }
+
+    /// Starts a lock-free log read for a parked request.
+    pub(crate) fn request_read(&mut self, conn: ConnId, sid: &str) -> Wait {
+        let token = self.token();
+        match self.cfg.durability {
+            Durability::Durable => {
+                self.reads.insert(token, conn);
+                self.out.push_back(Output::Read {
+                    session: sid.to_string(),
+                    token,
+                });
+            }
+            Durability::Ephemeral => {
+                // Answered synchronously through the same path.
+                let result = match self.mem_logs.get(sid) {
+                    Some(log) => ReadResult::Found {
+                        log: log.clone(),
+                        held_elsewhere: false,
+                    },
+                    None => ReadResult::NotFound,
+                };
+                self.reads.insert(token, conn);
+                self.internal.push_back(Internal::Read(token, result));
+            }
+        }
+        Wait::Read(token)
+    }
+
+    fn opened(&mut self, token: u64, result: OpenResult) {
+        let Some(sid) = self.opens.remove(&token) else {
+            return;
+        };
+        debug_assert!(matches!(self.sessions.get(&sid), Some(Slot::Loading)));
+        let result = match result {
+            OpenResult::InUse { log } if self.bugs.has(Bug::LeaseNotChecked) => OpenResult::Opened { log },
+            r => r,
+        };
+        match result {
+            OpenResult::Opened { log } => match self.load(&sid, &log) {
+                Ok(()) => self.wake_waiters(&Wait::Session(sid)),
+                Err(e) => {
+                    self.sessions.remove(&sid);
+                    if self.cfg.durability == Durability::Durable {
+                        self.out.push_back(Output::Release { session: sid.clone() });
+                    }
+                    self.wake_waiters_with(&Wait::Session(sid), IoAnswer::Open(OpenResult::Failed(e)));
+                }
+            },
+            other => {
+                self.sessions.remove(&sid);
+                self.wake_waiters_with(&Wait::Session(sid), IoAnswer::Open(other));
+            }
+        }
+    }
+
+    /// Folds a log into a loaded session; runs recovery when the last
+    /// holder died. `Err` carries a `logCorrupt` error (as JSON text).
+    fn load(&mut self, sid: &str, log: &[u8]) -> Result<(), String> {
+        let decoded = decode_log(log).map_err(|c| {
+            let file = self.log_path(sid);
+            RpcError::log_corrupt(&file, c.offset, &c.detail).to_value().to_string()
+        })?;
+        let mut s = Session::default();
+        for (rec, end) in &decoded.records {
+            s.apply(rec, *end);
+        }
+        let mut valid_len = decoded.valid_len;
+        if decoded.torn && self.cfg.durability == Durability::Durable {
+            if self.bugs.has(Bug::TornTailAccepted) {
+                valid_len = log.len() as u64;
+            } else {
+                self.out.push_back(Output::Truncate {
+                    session: sid.to_string(),
+                    len_bytes: valid_len,
+                });
+            }
+        }
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        self.synced.insert(slot, valid_len);
+        let needs_recovery = s.lifecycle_open;
+        let fresh = s.record_count == 0;
+        let run_started = s.running.clone();
+        self.sessions.insert(
+            sid.to_string(),
+            Slot::Loaded(Box::new(Loaded {
+                s,
+                slot,
+                appended_bytes: valid_len,
+                synced_bytes: valid_len,
+                sync_in_flight: None,
+                unflushed: Vec::new(),
+                unflushed_intakes: 0,
+                staged: Vec::new(),
+                subscribers: BTreeSet::new(),
+                run: None,
+                task_ends: BTreeMap::new(),
+                ephemeral_k: 0,
+                idle_deadline_ms: None,
+                unloading: false,
+                pending_effects: Vec::new(),
+            })),
+        );
+        if !fresh {
+            let now = self.now_ms;
+            if needs_recovery {
+                self.recover(sid, run_started);
+            }
+            self.commit(sid, Record::Loaded { at_ms: now });
+            self.launch_next(sid);
+            self.note_activity(sid);
+        }
+        Ok(())
+    }
+
+    /// The absolute path of a session's log (`""` on an ephemeral host).
+    pub(crate) fn log_path(&self, sid: &str) -> String {
+        match self.cfg.durability {
+            Durability::Durable => format!("{}/sessions/{}/session.log", self.cfg.data_dir.trim_end_matches('/'), sid),
+            Durability::Ephemeral => String::new(),
+        }
+    }
+
+    /// Recomputes the idle deadline after anything that may change it.
+    pub(crate) fn note_activity(&mut self, sid: &str) {
+        let idle_ms = self.cfg.idle_unload_ms;
+        let now = self.now_ms;
+        if let Some(l) = self.loaded_mut(sid) {
+            let idle = l.s.running.is_none()
+                && l.s.queue.is_empty()
+                && l.task_ends.is_empty()
+                && l.s.pending_approvals().is_empty()
+                && l.subscribers.is_empty()
+                && !l.unloading;
+            l.idle_deadline_ms = if idle && idle_ms > 0 {
+                Some(l.idle_deadline_ms.unwrap_or(now + idle_ms))
+            } else {
+                None
+            };
+        }
+    }
+
+    /// Unloads a session: ends live work (shutdown), writes `Closed`,
+    /// notifies `session/closed`, releases the lease once synced.
+    pub(crate) fn unload(&mut self, sid: &str, reason: &str) {
+        let Some(l) = self.loaded(sid) else {
+            return;
+        };
+        if l.unloading {
+            return;
+        }
+        if reason == "hostShutdown" {
+            self.stop_everything(sid, "cancelled", Some("hostShutdown"));
+        }
+        let now = self.now_ms;
+        self.commit(
+            sid,
+            Record::Closed {
+                reason: reason.to_string(),
+                at_ms: now,
+            },
+        );
+        let l = self.loaded_mut(sid).expect("loaded");
+        l.unloading = true;
+        l.idle_deadline_ms = None;
+        let head = l.s.cursor(l.s.head_n());
+        let gate = self.gate_now(sid);
+        let params = json!({"sessionId": sid, "reason": reason, "viewCursor": head});
+        let line = envelope::notification_line("session/closed", &params, now);
+        let mut targets: BTreeSet<ConnId> = self.loaded(sid).expect("loaded").subscribers.clone();
+        targets.extend(self.ready_conns());
+        for conn in targets {
+            self.enqueue(conn, line.clone(), gate, None);
+        }
+        self.flush(sid);
+        if self.cfg.durability == Durability::Ephemeral {
+            self.finish_unload(sid);
+        }
+    }
+
+    fn finish_unload(&mut self, sid: &str) {
+        if let Some(Slot::Loaded(l)) = self.sessions.remove(sid) {
+            debug_assert!(l.unflushed.is_empty());
+            self.synced.insert(l.slot, u64::MAX);
+            self.agent_forget(&l);
+            if self.cfg.durability == Durability::Durable {
+                self.out.push_back(Output::Release { session: sid.to_string() });
+            }
+        }
+        self.wake_waiters(&Wait::Session(sid.to_string()));
+    }
+
+    fn agent_forget(&mut self, l: &Loaded) {
+        if let Some(r) = &l.run {
+            self.agent.end(&r.turn_id);
+        }
+    }
+
+    // ----- timers -------------------------------------------------------
+
+    fn fire_timers(&mut self) {
+        let now = self.now_ms;
+        let due: Vec<u64> = self
+            .effects
+            .iter()
+            .filter(|(_, e)| e.deadline_ms <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in due {
+            if let Some(w) = self.effects.remove(&t) {
+                self.complete_effect(w, EffectOutcome::Unknown);
+            }
+        }
+        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        for sid in sids {
+            self.end_due_tasks(&sid);
+            self.drive(&sid);
+            let due_idle = self
+                .loaded(&sid)
+                .and_then(|l| l.idle_deadline_ms)
+                .is_some_and(|d| d <= now);
+            if due_idle {
+                self.unload(&sid, "idle");
+            }
+        }
+    }
+
+    /// Bound on agent steps per drive.
+    pub(crate) fn agent_steps_max() -> usize {
+        AGENT_STEPS_MAX
+    }
+}

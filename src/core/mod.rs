@@ -1,0 +1,67 @@
+//! The sans-IO runtime core.
+//!
+//! [`Host`] is a deterministic state machine. Call order, in the manner of
+//! quinn-proto:
+//!
+//! 1. feed one input with a `handle_*` method, passing the current time
+//!    from the injected clock;
+//! 2. drain [`Host::poll_output`] until `None` and carry out every
+//!    [`Output`] in order;
+//! 3. arm a timer for [`Host::poll_timeout`] and call
+//!    [`Host::handle_timeout`] when it fires.
+//!
+//! Nothing in here reads a clock, randomness, a file or a socket.
+
+pub mod agent;
+pub mod boundary;
+pub mod bugs;
+mod commands;
+mod host;
+pub mod record;
+pub mod session;
+mod turns;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+pub use boundary::*;
+pub use commands::{derived_session_id, QUEUE_MAX};
+pub use host::{Host, CONNECTIONS_MAX, EFFECT_TIMEOUT_MS, UNANSWERED_MAX};
+
+/// The schema fingerprint this host reports in `initialize`.
+pub const SCHEMA_FINGERPRINT: &str =
+    "sha256:c8d1a2a1866814e220fd396d382a9a75861412feee884b5021b2ee359bd3dc59";
+
+/// Configuration fixed at host construction.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Durable (files, fsync) or ephemeral (memory).
+    pub durability: Durability,
+    /// The absolute data directory (`museHome` in `initialize`).
+    pub data_dir: String,
+    /// Frame limit in bytes.
+    pub frame_limit_bytes: usize,
+    /// Idle unload delay; 0 never unloads.
+    pub idle_unload_ms: u64,
+    /// When false, every intake gets a sync of its own (the baseline the
+    /// group-commit benchmark compares against).
+    pub group_commit: bool,
+    /// Seed of the host's id RNG (from OS entropy in `msp serve`, from the
+    /// run seed in the simulator).
+    pub seed: u64,
+}
+
+impl HostConfig {
+    /// Defaults of PROTOCOL.md section 1 for `data_dir`.
+    pub fn new(data_dir: impl Into<String>, durability: Durability, seed: u64) -> Self {
+        HostConfig {
+            durability,
+            data_dir: data_dir.into(),
+            frame_limit_bytes: crate::proto::framing::DEFAULT_FRAME_LIMIT_BYTES,
+            idle_unload_ms: 600_000,
+            group_commit: true,
+            seed,
+        }
+    }
+}

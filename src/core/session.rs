@@ -1,0 +1,586 @@
+//! A session's state as a fold of its log records.
+//!
+//! [`Session::apply`] is the only way state changes, for records read from
+//! disk at load and for records the live core has just produced alike.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde_json::{json, Map, Value};
+
+use super::record::{Answer, Outcome, Record};
+use crate::proto::ids::id_key;
+
+/// Where a turn stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnStatus {
+    /// Admitted, waiting behind the running turn.
+    Queued,
+    /// Launched, not ended.
+    Running,
+    /// Ended with a `turn/completed` (`terminal` inside).
+    Ended(String),
+    /// Reclaimed by `turn/unqueue`.
+    Unqueued,
+}
+
+/// One turn of the session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRec {
+    /// The `commandId` of the `turn/start` that minted it.
+    pub command_id: String,
+    /// Where it stands.
+    pub status: TurnStatus,
+    /// Input text (for launching a queued turn).
+    pub text: String,
+    /// A `turn/started` was recorded for it.
+    pub started: bool,
+}
+
+/// One entry of the command ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerEntry {
+    /// `commandId` as first sent.
+    pub command_id: String,
+    /// The method.
+    pub method: String,
+    /// Normalised params.
+    pub params: Value,
+    /// Payload signature.
+    pub signature: String,
+    /// The admission answer.
+    pub answer: Answer,
+    /// The terminal outcome, once settled.
+    pub outcome: Option<Outcome>,
+    /// Log offset just after the record that justifies the current answer
+    /// (the `received`, then the `settled`): a replay waits for it.
+    pub durable_at: u64,
+    /// Intake order within the session.
+    pub seq: u64,
+}
+
+impl LedgerEntry {
+    /// `turnId` of the admission ack, if any.
+    pub fn answer_turn_id(&self) -> Option<String> {
+        match &self.answer {
+            Answer::Result(r) => r["turnId"].as_str().map(str::to_string),
+            Answer::Error(_) => None,
+        }
+    }
+
+    /// `disposition` of a `turn/start` ack, if any.
+    pub fn answer_disposition(&self) -> Option<&str> {
+        match &self.answer {
+            Answer::Result(r) => r["disposition"].as_str(),
+            Answer::Error(_) => None,
+        }
+    }
+
+    /// What a replay of this command answers now.
+    pub fn replay_answer(&self) -> Answer {
+        match &self.outcome {
+            Some(Outcome::Rejected { error }) => Answer::Error(error.clone()),
+            Some(Outcome::Abandoned) => Answer::Error(abandoned_error(&self.method, &self.command_id)),
+            Some(Outcome::Applied) | None => self.answer.clone(),
+        }
+    }
+}
+
+/// The `abandoned` rejection of a command.
+pub fn abandoned_error(method: &str, command_id: &str) -> Value {
+    crate::proto::RpcError::command_rejected(method, command_id, "abandoned").to_value()
+}
+
+/// An approval's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRec {
+    /// The `approval/requested` params (as sent).
+    pub params: Value,
+    /// Its cursor.
+    pub cursor: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The tool call item.
+    pub item_id: String,
+    /// `{decision, resolvedBy, viewCursor}` once resolved.
+    pub resolution: Option<Value>,
+    /// The decision, once resolved.
+    pub decision: Option<String>,
+}
+
+/// A background task (a `toolCall` item with `tool: "background"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRec {
+    /// The turn that started it.
+    pub turn_id: String,
+    /// Still running.
+    pub running: bool,
+}
+
+/// A durable event kept in memory for subscriptions and paging.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    /// Its ordinal.
+    pub n: u64,
+    /// Method.
+    pub method: String,
+    /// Params (cursor included).
+    pub params: Value,
+    /// Emission time.
+    pub emitted_at_ms: u64,
+    /// Log offset just after its record (sent only once synced).
+    pub durable_at: u64,
+}
+
+/// The folded state of one session.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    /// The session id.
+    pub id: String,
+    /// Creation time.
+    pub created_at_ms: u64,
+    /// Time of the last record.
+    pub updated_at_ms: u64,
+    /// `workspaceRoot`.
+    pub workspace_root: Option<String>,
+    /// The command that created it.
+    pub start_command_id: String,
+    /// The durable ledger, keyed by lowercase command id.
+    pub ledger: BTreeMap<String, LedgerEntry>,
+    next_seq: u64,
+    /// Commands whose effect has a durable record.
+    pub effect_seen: BTreeSet<String>,
+    /// Turns by id.
+    pub turns: BTreeMap<String, TurnRec>,
+    /// Queued turns in launch order.
+    pub queue: VecDeque<String>,
+    /// The running turn.
+    pub running: Option<String>,
+    /// Launched turns.
+    pub turn_count: u64,
+    /// Items in first-seen order (latest revision).
+    pub items: Vec<Value>,
+    item_index: BTreeMap<String, usize>,
+    /// Approvals by id.
+    pub approvals: BTreeMap<String, ApprovalRec>,
+    /// Tasks by id.
+    pub tasks: BTreeMap<String, TaskRec>,
+    /// `state/update` revision.
+    pub revision: u64,
+    /// `state/update` key-value state.
+    pub kv: Map<String, Value>,
+    /// Durable events.
+    pub events: Vec<StoredEvent>,
+    /// Sequence numbers per source stream.
+    pub stream_seq: BTreeMap<String, u64>,
+    /// The last lifecycle record is `Loaded` (a holder may have died).
+    pub lifecycle_open: bool,
+    /// Number of records folded.
+    pub record_count: u64,
+}
+
+impl Session {
+    /// Durable head ordinal (0 = empty view).
+    pub fn head_n(&self) -> u64 {
+        self.events.last().map_or(0, |e| e.n)
+    }
+
+    /// The cursor of durable ordinal `n`.
+    pub fn cursor(&self, n: u64) -> String {
+        format!("v:{}:{}", self.id, n)
+    }
+
+    /// Folds one record whose frame ends at `end_offset`.
+    pub fn apply(&mut self, rec: &Record, end_offset: u64) {
+        self.record_count += 1;
+        match rec {
+            Record::Created {
+                session_id,
+                created_at_ms,
+                workspace_root,
+                start_command_id,
+            } => {
+                assert_eq!(self.record_count, 1, "Created must be the first record");
+                self.id = session_id.clone();
+                self.created_at_ms = *created_at_ms;
+                self.updated_at_ms = *created_at_ms;
+                self.workspace_root = workspace_root.clone();
+                self.start_command_id = start_command_id.clone();
+            }
+            Record::Loaded { at_ms } => {
+                self.lifecycle_open = true;
+                self.updated_at_ms = self.updated_at_ms.max(*at_ms);
+            }
+            Record::Closed { at_ms, .. } => {
+                self.lifecycle_open = false;
+                self.updated_at_ms = self.updated_at_ms.max(*at_ms);
+            }
+            Record::Received {
+                command_id,
+                method,
+                params,
+                signature,
+                answer,
+                at_ms,
+            } => {
+                let key = id_key(command_id);
+                self.next_seq += 1;
+                self.updated_at_ms = self.updated_at_ms.max(*at_ms);
+                if method == "turn/start" {
+                    if let Answer::Result(ack) = answer {
+                        if ack["disposition"] == "queued" {
+                            let turn_id = ack["turnId"].as_str().unwrap_or_default().to_string();
+                            self.turns.insert(
+                                turn_id.clone(),
+                                TurnRec {
+                                    command_id: command_id.clone(),
+                                    status: TurnStatus::Queued,
+                                    text: input_text(params),
+                                    started: false,
+                                },
+                            );
+                            self.queue.push_back(turn_id);
+                        }
+                    }
+                }
+                let prev = self.ledger.insert(
+                    key,
+                    LedgerEntry {
+                        command_id: command_id.clone(),
+                        method: method.clone(),
+                        params: params.clone(),
+                        signature: signature.clone(),
+                        answer: answer.clone(),
+                        outcome: None,
+                        durable_at: end_offset,
+                        seq: self.next_seq,
+                    },
+                );
+                debug_assert!(prev.is_none(), "a command id is received once");
+            }
+            Record::Settled { command_id, outcome } => {
+                if let Some(e) = self.ledger.get_mut(&id_key(command_id)) {
+                    debug_assert!(e.outcome.is_none(), "a command settles once");
+                    e.outcome = Some(outcome.clone());
+                    e.durable_at = end_offset;
+                }
+            }
+            Record::Event {
+                n,
+                method,
+                params,
+                emitted_at_ms,
+                cause,
+            } => {
+                debug_assert_eq!(*n, self.head_n() + 1, "durable ordinals are dense");
+                self.updated_at_ms = self.updated_at_ms.max(*emitted_at_ms);
+                if let Some(c) = cause {
+                    self.effect_seen.insert(id_key(c));
+                }
+                if let Some(stream) = params.get("sourceRange") {
+                    let key = stream_key(&stream["stream"]);
+                    let seq = stream["last"]["sequence"].as_u64().unwrap_or(0);
+                    let s = self.stream_seq.entry(key).or_default();
+                    *s = (*s).max(seq);
+                }
+                self.apply_event(method, params);
+                self.events.push(StoredEvent {
+                    n: *n,
+                    method: method.clone(),
+                    params: params.clone(),
+                    emitted_at_ms: *emitted_at_ms,
+                    durable_at: end_offset,
+                });
+            }
+        }
+    }
+
+    fn apply_event(&mut self, method: &str, p: &Value) {
+        let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+        match method {
+            "turn/started" => {
+                let turn_id = s("turnId");
+                self.queue.retain(|t| *t != turn_id);
+                let text = self.turns.get(&turn_id).map(|t| t.text.clone()).unwrap_or_default();
+                self.turns.insert(
+                    turn_id.clone(),
+                    TurnRec {
+                        command_id: s("commandId"),
+                        status: TurnStatus::Running,
+                        text,
+                        started: true,
+                    },
+                );
+                self.running = Some(turn_id);
+                self.turn_count += 1;
+            }
+            "turn/completed" => {
+                let turn_id = s("turnId");
+                self.queue.retain(|t| *t != turn_id);
+                if self.running.as_deref() == Some(turn_id.as_str()) {
+                    self.running = None;
+                }
+                let terminal = s("terminal");
+                match self.turns.get_mut(&turn_id) {
+                    Some(t) => t.status = TurnStatus::Ended(terminal),
+                    None => {
+                        self.turns.insert(
+                            turn_id.clone(),
+                            TurnRec {
+                                command_id: turn_id,
+                                status: TurnStatus::Ended(terminal),
+                                text: String::new(),
+                                started: false,
+                            },
+                        );
+                    }
+                }
+            }
+            "turn/unqueued" => {
+                let turn_id = s("turnId");
+                self.queue.retain(|t| *t != turn_id);
+                if let Some(t) = self.turns.get_mut(&turn_id) {
+                    t.status = TurnStatus::Unqueued;
+                }
+            }
+            "item/started" | "item/completed" | "item/updated" => {
+                let item = &p["item"];
+                let item_id = item["itemId"].as_str().unwrap_or_default().to_string();
+                if item["kind"] == "toolCall" && item["tool"] == "background" {
+                    let running = item["status"] == "inProgress";
+                    self.tasks.insert(
+                        item_id.clone(),
+                        TaskRec {
+                            turn_id: item["turnId"].as_str().unwrap_or_default().to_string(),
+                            running,
+                        },
+                    );
+                }
+                self.upsert_item(item_id, item.clone());
+            }
+            "approval/requested" => {
+                let approval_id = s("approvalId");
+                self.approvals.insert(
+                    approval_id,
+                    ApprovalRec {
+                        params: p.clone(),
+                        cursor: s("viewCursor"),
+                        turn_id: s("turnId"),
+                        item_id: s("itemId"),
+                        resolution: None,
+                        decision: None,
+                    },
+                );
+            }
+            "approval/resolved" => {
+                if let Some(a) = self.approvals.get_mut(&s("approvalId")) {
+                    a.decision = Some(s("decision"));
+                    a.resolution = Some(json!({
+                        "decision": p["decision"],
+                        "resolvedBy": p["resolvedBy"],
+                        "viewCursor": p["viewCursor"],
+                    }));
+                }
+            }
+            "state/updated" => {
+                if let Some(r) = p["revision"].as_u64() {
+                    self.revision = r;
+                }
+                if let Some(set) = p["set"].as_object() {
+                    merge_kv(&mut self.kv, set);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn upsert_item(&mut self, item_id: String, item: Value) {
+        match self.item_index.get(&item_id) {
+            Some(i) => self.items[*i] = item,
+            None => {
+                self.item_index.insert(item_id, self.items.len());
+                self.items.push(item);
+            }
+        }
+    }
+
+    /// The item with this id, latest revision.
+    pub fn item(&self, item_id: &str) -> Option<&Value> {
+        self.item_index.get(item_id).map(|i| &self.items[*i])
+    }
+
+    /// Unsettled intakes in intake order (`pendingCommands`).
+    pub fn pending_commands(&self) -> Vec<Value> {
+        let mut v: Vec<&LedgerEntry> = self.ledger.values().filter(|e| e.outcome.is_none()).collect();
+        v.sort_by_key(|e| e.seq);
+        v.iter()
+            .map(|e| json!({"commandId": e.command_id, "method": e.method}))
+            .collect()
+    }
+
+    /// Pending approvals ordered by cursor.
+    pub fn pending_approvals(&self) -> Vec<&ApprovalRec> {
+        let mut v: Vec<&ApprovalRec> = self.approvals.values().filter(|a| a.resolution.is_none()).collect();
+        v.sort_by_key(|a| cursor_order(&a.cursor));
+        v
+    }
+
+    /// Busy: a turn runs or is queued.
+    pub fn is_busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+
+    /// Next sequence number on a source stream.
+    pub fn next_stream_seq(&mut self, stream: &Value) -> u64 {
+        let s = self.stream_seq.entry(stream_key(stream)).or_default();
+        *s += 1;
+        *s
+    }
+
+    /// Whether `cursor` was issued by this session (durable or ephemeral
+    /// form, up to the head). Returns the durable ordinal it follows.
+    pub fn parse_cursor(&self, cursor: &str) -> Option<u64> {
+        let rest = cursor
+            .strip_prefix("v:")?
+            .strip_prefix(self.id.as_str())?
+            .strip_prefix(':')?;
+        let (n_part, k_part) = match rest.split_once('.') {
+            Some((n, k)) => (n, Some(k)),
+            None => (rest, None),
+        };
+        let n: u64 = n_part.parse().ok()?;
+        if n.to_string() != n_part {
+            return None;
+        }
+        if let Some(k_part) = k_part {
+            let k: u64 = k_part.parse().ok()?;
+            if k == 0 || k.to_string() != k_part {
+                return None;
+            }
+        }
+        (n <= self.head_n()).then_some(n)
+    }
+}
+
+/// Orders cursors of one session: `(n, k)`.
+pub fn cursor_order(cursor: &str) -> (u64, u64) {
+    let tail = cursor.rsplit(':').next().unwrap_or("0");
+    match tail.split_once('.') {
+        Some((n, k)) => (n.parse().unwrap_or(0), k.parse().unwrap_or(0)),
+        None => (tail.parse().unwrap_or(0), 0),
+    }
+}
+
+fn stream_key(stream: &Value) -> String {
+    format!(
+        "{}:{}",
+        stream["kind"].as_str().unwrap_or_default(),
+        stream["id"].as_str().unwrap_or_default()
+    )
+}
+
+/// Shallow merge: `null` deletes a key.
+pub fn merge_kv(kv: &mut Map<String, Value>, set: &Map<String, Value>) {
+    for (k, v) in set {
+        if v.is_null() {
+            kv.remove(k);
+        } else {
+            kv.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// The input text of normalised `turn/start`/`turn/steer` params.
+pub fn input_text(params: &Value) -> String {
+    params["input"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        let mut s = Session::default();
+        s.apply(
+            &Record::Created {
+                session_id: "0198f0aa-1111-7000-8000-0000000000aa".into(),
+                created_at_ms: 5,
+                workspace_root: None,
+                start_command_id: "c".into(),
+            },
+            10,
+        );
+        s
+    }
+
+    #[test]
+    fn cursor_parsing_accepts_only_issued_cursors() {
+        let mut s = session();
+        assert_eq!(s.parse_cursor(&s.cursor(0)), Some(0));
+        assert_eq!(s.parse_cursor(&s.cursor(1)), None);
+        s.apply(
+            &Record::Event {
+                n: 1,
+                method: "x".into(),
+                params: json!({}),
+                emitted_at_ms: 1,
+                cause: None,
+            },
+            20,
+        );
+        assert_eq!(s.parse_cursor(&s.cursor(1)), Some(1));
+        assert_eq!(s.parse_cursor(&format!("{}.2", s.cursor(1))), Some(1));
+        assert_eq!(s.parse_cursor(&format!("{}.0", s.cursor(1))), None);
+        assert_eq!(s.parse_cursor("v:other:1"), None);
+        assert_eq!(s.parse_cursor(&format!("v:{}:01", s.id)), None);
+        assert_eq!(s.parse_cursor(&format!("v:{}:+1", s.id)), None);
+    }
+
+    #[test]
+    fn queued_turn_start_is_pending_until_settled() {
+        let mut s = session();
+        s.apply(
+            &Record::Received {
+                command_id: "C1".into(),
+                method: "turn/start".into(),
+                params: json!({"input": [{"type": "text", "text": "hi"}]}),
+                signature: "x".into(),
+                answer: Answer::Result(json!({"disposition": "queued", "turnId": "C1"})),
+                at_ms: 7,
+            },
+            30,
+        );
+        assert_eq!(s.queue, vec!["C1".to_string()]);
+        assert_eq!(s.pending_commands().len(), 1);
+        assert_eq!(s.turns["C1"].text, "hi");
+        s.apply(
+            &Record::Settled {
+                command_id: "C1".into(),
+                outcome: Outcome::Abandoned,
+            },
+            40,
+        );
+        assert!(s.pending_commands().is_empty());
+        assert_eq!(s.ledger["c1"].durable_at, 40);
+        assert_eq!(
+            s.ledger["c1"].replay_answer(),
+            Answer::Error(abandoned_error("turn/start", "C1"))
+        );
+    }
+
+    #[test]
+    fn kv_merge_deletes_on_null() {
+        let mut kv = Map::new();
+        merge_kv(&mut kv, json!({"a": 1, "b": 2}).as_object().unwrap());
+        merge_kv(&mut kv, json!({"a": null, "c": 3}).as_object().unwrap());
+        assert_eq!(Value::Object(kv), json!({"b": 2, "c": 3}));
+    }
+}

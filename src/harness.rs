@@ -1,0 +1,287 @@
+//! A deterministic in-process driver for the core: a memory disk (volatile
+//! until synced; a crash keeps only synced bytes), in-memory leases and
+//! effect providers, and a manual clock. Every IO completes at once and in
+//! order. The conformance runner and the core's unit tests drive hosts
+//! through it; the simulator (`msp-sim`) has its own fault-injecting world.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde_json::Value;
+
+use crate::core::agent::AgentFactory;
+use crate::core::bugs::BugSet;
+use crate::core::{
+    ConnId, Durability, EffectMode, EffectOutcome, Host, HostConfig, OpenMode, OpenResult, Output, ReadResult,
+};
+
+/// One session file on the memory disk.
+#[derive(Debug, Clone, Default)]
+pub struct MemFile {
+    /// Bytes that survive a crash.
+    pub durable: Vec<u8>,
+    /// Bytes appended since the last sync (lost on crash).
+    pub volatile: Vec<u8>,
+}
+
+impl MemFile {
+    /// The file as the host sees it.
+    pub fn contents(&self) -> Vec<u8> {
+        let mut v = self.durable.clone();
+        v.extend_from_slice(&self.volatile);
+        v
+    }
+}
+
+/// The memory disk shared by host incarnations.
+#[derive(Debug, Clone, Default)]
+pub struct MemDisk {
+    /// Session logs by session id.
+    pub files: BTreeMap<String, MemFile>,
+    /// Sessions whose lease the current incarnation holds.
+    pub leases: BTreeMap<String, u64>,
+    /// Keys committed at the keyed provider.
+    pub keyed: BTreeMap<String, String>,
+    /// Mutations at the unkeyed provider (action, key).
+    pub unkeyed: Vec<(String, String)>,
+}
+
+/// A host driven in process.
+pub struct Harness {
+    cfg: HostConfig,
+    agent: AgentFactory,
+    bugs: BugSet,
+    host: Host,
+    incarnation: u64,
+    /// The clock.
+    pub now_ms: u64,
+    /// The disk.
+    pub disk: MemDisk,
+    sent: BTreeMap<ConnId, VecDeque<Vec<u8>>>,
+    open_conns: Vec<ConnId>,
+    next_conn: ConnId,
+    /// Sessions held by a foreign process (for `sessionInUse` tests).
+    pub foreign_leases: Vec<String>,
+}
+
+impl Harness {
+    /// A harness running `cfg` with the scripted agent.
+    pub fn new(cfg: HostConfig, now_ms: u64) -> Harness {
+        Harness::with_agent(cfg, now_ms, crate::core::agent::scripted_factory(), BugSet::default())
+    }
+
+    /// A harness with a given agent and planted bugs.
+    pub fn with_agent(cfg: HostConfig, now_ms: u64, agent: AgentFactory, bugs: BugSet) -> Harness {
+        let host = Host::with_agent(cfg.clone(), now_ms, agent.clone(), bugs);
+        Harness {
+            cfg,
+            agent,
+            bugs,
+            host,
+            incarnation: 1,
+            now_ms,
+            disk: MemDisk::default(),
+            sent: BTreeMap::new(),
+            open_conns: Vec::new(),
+            next_conn: 1,
+            foreign_leases: Vec::new(),
+        }
+    }
+
+    /// The host (read-only).
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// Opens a connection.
+    pub fn connect(&mut self) -> ConnId {
+        let c = self.next_conn;
+        self.next_conn += 1;
+        self.open_conns.push(c);
+        self.host.handle_connect(c, self.now_ms);
+        self.run();
+        c
+    }
+
+    /// Closes a connection.
+    pub fn disconnect(&mut self, conn: ConnId) {
+        self.open_conns.retain(|c| *c != conn);
+        self.host.handle_disconnect(conn, self.now_ms);
+        self.run();
+    }
+
+    /// Sends raw bytes (a line should end with `\n`).
+    pub fn send_raw(&mut self, conn: ConnId, bytes: &[u8]) {
+        self.host.handle_bytes(conn, bytes, self.now_ms);
+        self.run();
+    }
+
+    /// Sends one JSON value as a line.
+    pub fn send(&mut self, conn: ConnId, v: &Value) {
+        let mut line = serde_json::to_vec(v).expect("serialise");
+        line.push(b'\n');
+        self.send_raw(conn, &line);
+    }
+
+    /// Frames received on `conn` since the last call, parsed.
+    pub fn take(&mut self, conn: ConnId) -> Vec<Value> {
+        self.take_raw(conn)
+            .into_iter()
+            .map(|l| serde_json::from_slice(&l).expect("host sends JSON"))
+            .collect()
+    }
+
+    /// Raw lines received on `conn` since the last call.
+    pub fn take_raw(&mut self, conn: ConnId) -> Vec<Vec<u8>> {
+        self.sent.get_mut(&conn).map(|q| q.drain(..).collect()).unwrap_or_default()
+    }
+
+    /// Advances the clock by `ms`, firing timers in order.
+    pub fn advance(&mut self, ms: u64) {
+        let end = self.now_ms + ms;
+        for _ in 0..10_000_000 {
+            match self.host.poll_timeout() {
+                Some(t) if t <= end => {
+                    self.now_ms = self.now_ms.max(t);
+                    self.host.handle_timeout(self.now_ms);
+                    self.run();
+                }
+                _ => break,
+            }
+        }
+        self.now_ms = end;
+        self.host.handle_timeout(self.now_ms);
+        self.run();
+    }
+
+    /// Kills the host: unsynced bytes are lost, leases freed, connections
+    /// dropped.
+    pub fn crash(&mut self) {
+        for f in self.disk.files.values_mut() {
+            f.volatile.clear();
+        }
+        self.disk.leases.clear();
+        self.open_conns.clear();
+        self.sent.clear();
+        self.incarnation += 1;
+        // Until restart, a dead host: a fresh core that nobody talks to.
+        self.host = Host::with_agent(self.cfg.clone(), self.now_ms, self.agent.clone(), self.bugs);
+        if self.cfg.durability == Durability::Ephemeral {
+            self.disk.files.clear();
+        }
+    }
+
+    /// Starts a new host incarnation on the same disk.
+    pub fn restart(&mut self) {
+        self.crash();
+    }
+
+    /// Orderly shutdown (end of stdin): unload everything.
+    pub fn shutdown(&mut self) {
+        self.host.shutdown(self.now_ms);
+        self.run();
+    }
+
+    /// Carries out outputs until there are none.
+    pub fn run(&mut self) {
+        let mut guard = 0u64;
+        while let Some(o) = self.host.poll_output() {
+            guard += 1;
+            assert!(guard < 50_000_000, "host output does not quiesce");
+            self.execute(o);
+        }
+    }
+
+    fn execute(&mut self, o: Output) {
+        let now = self.now_ms;
+        match o {
+            Output::Send { conn, line } => {
+                if self.open_conns.contains(&conn) {
+                    self.sent.entry(conn).or_default().push_back(line);
+                }
+            }
+            Output::Close { conn } => {
+                self.open_conns.retain(|c| *c != conn);
+            }
+            Output::Open { session, mode, token } => {
+                let result = if self.foreign_leases.contains(&session) {
+                    let log = self.disk.files.get(&session).map(MemFile::contents).unwrap_or_default();
+                    OpenResult::InUse { log }
+                } else {
+                    match (self.disk.files.get(&session), mode) {
+                        (None, OpenMode::Existing) => OpenResult::NotFound,
+                        (f, _) => {
+                            let log = f.map(MemFile::contents).unwrap_or_default();
+                            self.disk.files.entry(session.clone()).or_default();
+                            self.disk.leases.insert(session, self.incarnation);
+                            OpenResult::Opened { log }
+                        }
+                    }
+                };
+                self.host.handle_opened(token, result, now);
+            }
+            Output::Read { session, token } => {
+                let result = match self.disk.files.get(&session) {
+                    None => ReadResult::NotFound,
+                    Some(f) => ReadResult::Found {
+                        log: f.contents(),
+                        held_elsewhere: self.foreign_leases.contains(&session),
+                    },
+                };
+                self.host.handle_read(token, result, now);
+            }
+            Output::Truncate { session, len_bytes } => {
+                let f = self.disk.files.entry(session).or_default();
+                let mut all = f.contents();
+                all.truncate(len_bytes as usize);
+                f.durable = all;
+                f.volatile.clear();
+            }
+            Output::Append { session, bytes } => {
+                self.disk.files.entry(session).or_default().volatile.extend(bytes);
+            }
+            Output::Sync { session, upto_bytes } => {
+                let f = self.disk.files.entry(session.clone()).or_default();
+                let v = std::mem::take(&mut f.volatile);
+                f.durable.extend(v);
+                self.host.handle_synced(&session, upto_bytes, now);
+            }
+            Output::Release { session } => {
+                self.disk.leases.remove(&session);
+            }
+            Output::Effect {
+                token,
+                provider,
+                key,
+                action,
+                mode,
+            } => {
+                let outcome = match (provider.as_str(), mode) {
+                    ("keyed", EffectMode::Query) => {
+                        if self.disk.keyed.contains_key(&key) {
+                            EffectOutcome::Committed
+                        } else {
+                            EffectOutcome::NotStarted
+                        }
+                    }
+                    ("keyed", EffectMode::Perform) => {
+                        self.disk.keyed.entry(key).or_insert(action);
+                        EffectOutcome::Committed
+                    }
+                    (_, EffectMode::Perform) => {
+                        self.disk.unkeyed.push((action, key));
+                        EffectOutcome::Committed
+                    }
+                    (_, EffectMode::Query) => EffectOutcome::Unknown,
+                };
+                self.host.handle_effect_done(token, outcome, now);
+            }
+            Output::CrashPoint(_) => {}
+        }
+    }
+}
+
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness").field("now_ms", &self.now_ms).finish()
+    }
+}

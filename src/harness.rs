@@ -61,6 +61,12 @@ pub struct Harness {
     next_conn: ConnId,
     /// Sessions held by a foreign process (for `sessionInUse` tests).
     pub foreign_leases: Vec<String>,
+    /// When set, syncs wait in `held_syncs` until [`Harness::release_syncs`]
+    /// (to observe what happens before an intake is durable).
+    pub hold_syncs: bool,
+    held_syncs: VecDeque<(String, u64)>,
+    /// Sync requests seen (a group-commit measure).
+    pub sync_count: u64,
 }
 
 impl Harness {
@@ -84,7 +90,37 @@ impl Harness {
             open_conns: Vec::new(),
             next_conn: 1,
             foreign_leases: Vec::new(),
+            hold_syncs: false,
+            held_syncs: VecDeque::new(),
+            sync_count: 0,
         }
+    }
+
+    /// Completes every held sync, in order.
+    pub fn release_syncs(&mut self) {
+        while let Some((session, upto)) = self.held_syncs.pop_front() {
+            self.complete_sync(&session, upto);
+            self.run();
+        }
+    }
+
+    fn complete_sync(&mut self, session: &str, upto_bytes: u64) {
+        let f = self.disk.files.entry(session.to_string()).or_default();
+        let v = std::mem::take(&mut f.volatile);
+        f.durable.extend(v);
+        self.host.handle_synced(session, upto_bytes, self.now_ms);
+    }
+
+    /// Kills the host keeping the first `keep_bytes` of each file's unsynced
+    /// tail: a torn write.
+    pub fn crash_torn(&mut self, keep_bytes: usize) {
+        for f in self.disk.files.values_mut() {
+            let keep: Vec<u8> = f.volatile.iter().copied().take(keep_bytes).collect();
+            f.durable.extend(keep);
+            f.volatile.clear();
+        }
+        self.held_syncs.clear();
+        self.crash();
     }
 
     /// The host (read-only).
@@ -159,6 +195,7 @@ impl Harness {
         for f in self.disk.files.values_mut() {
             f.volatile.clear();
         }
+        self.held_syncs.clear();
         self.disk.leases.clear();
         self.open_conns.clear();
         self.sent.clear();
@@ -240,10 +277,12 @@ impl Harness {
                 self.disk.files.entry(session).or_default().volatile.extend(bytes);
             }
             Output::Sync { session, upto_bytes } => {
-                let f = self.disk.files.entry(session.clone()).or_default();
-                let v = std::mem::take(&mut f.volatile);
-                f.durable.extend(v);
-                self.host.handle_synced(&session, upto_bytes, now);
+                self.sync_count += 1;
+                if self.hold_syncs {
+                    self.held_syncs.push_back((session, upto_bytes));
+                } else {
+                    self.complete_sync(&session, upto_bytes);
+                }
             }
             Output::Release { session } => {
                 self.disk.leases.remove(&session);

@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::core::agent::AgentFactory;
 use crate::core::bugs::BugSet;
 use crate::core::{
-    ConnId, Durability, EffectMode, EffectOutcome, Host, HostConfig, OpenMode, OpenResult, Output, ReadResult,
+    ConnId, Durability, EffectMode, EffectOutcome, Host, HostConfig, OpenMode, OpenResult, Output,
+    ReadResult,
 };
 
 /// One session file on the memory disk.
@@ -72,7 +73,12 @@ pub struct Harness {
 impl Harness {
     /// A harness running `cfg` with the scripted agent.
     pub fn new(cfg: HostConfig, now_ms: u64) -> Harness {
-        Harness::with_agent(cfg, now_ms, crate::core::agent::scripted_factory(), BugSet::default())
+        Harness::with_agent(
+            cfg,
+            now_ms,
+            crate::core::agent::scripted_factory(),
+            BugSet::default(),
+        )
     }
 
     /// A harness with a given agent and planted bugs.
@@ -168,7 +174,10 @@ impl Harness {
 
     /// Raw lines received on `conn` since the last call.
     pub fn take_raw(&mut self, conn: ConnId) -> Vec<Vec<u8>> {
-        self.sent.get_mut(&conn).map(|q| q.drain(..).collect()).unwrap_or_default()
+        self.sent
+            .get_mut(&conn)
+            .map(|q| q.drain(..).collect())
+            .unwrap_or_default()
     }
 
     /// Advances the clock by `ms`, firing timers in order.
@@ -239,9 +248,18 @@ impl Harness {
             Output::Close { conn } => {
                 self.open_conns.retain(|c| *c != conn);
             }
-            Output::Open { session, mode, token } => {
+            Output::Open {
+                session,
+                mode,
+                token,
+            } => {
                 let result = if self.foreign_leases.contains(&session) {
-                    let log = self.disk.files.get(&session).map(MemFile::contents).unwrap_or_default();
+                    let log = self
+                        .disk
+                        .files
+                        .get(&session)
+                        .map(MemFile::contents)
+                        .unwrap_or_default();
                     OpenResult::InUse { log }
                 } else {
                     match (self.disk.files.get(&session), mode) {
@@ -274,9 +292,17 @@ impl Harness {
                 f.volatile.clear();
             }
             Output::Append { session, bytes } => {
-                self.disk.files.entry(session).or_default().volatile.extend(bytes);
+                self.disk
+                    .files
+                    .entry(session)
+                    .or_default()
+                    .volatile
+                    .extend(bytes);
             }
-            Output::Sync { session, upto_bytes } => {
+            Output::Sync {
+                session,
+                upto_bytes,
+            } => {
                 self.sync_count += 1;
                 if self.hold_syncs {
                     self.held_syncs.push_back((session, upto_bytes));
@@ -321,6 +347,8 @@ impl Harness {
 
 impl std::fmt::Debug for Harness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Harness").field("now_ms", &self.now_ms).finish()
+        f.debug_struct("Harness")
+            .field("now_ms", &self.now_ms)
+            .finish()
     }
 }

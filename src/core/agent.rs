@@ -108,7 +108,13 @@ pub trait Agent: std::fmt::Debug {
     fn poll(&mut self, turn_id: &str, now_ms: u64) -> Step;
     /// An approval the turn asked for was decided (`approved`, `denied`,
     /// `abort`, ...); `effect_outcome` is set when the core ran an effect.
-    fn resolved(&mut self, turn_id: &str, decision: &str, effect_outcome: Option<&str>, now_ms: u64);
+    fn resolved(
+        &mut self,
+        turn_id: &str,
+        decision: &str,
+        effect_outcome: Option<&str>,
+        now_ms: u64,
+    );
     /// The turn ended for a reason of the core's (cancel, crash); forget it.
     fn end(&mut self, turn_id: &str);
 }
@@ -426,7 +432,14 @@ mod tests {
     #[test]
     fn effect_asks_for_approval_then_streams() {
         let (steps, _) = run("!effect keyed k1");
-        assert!(matches!(&steps[0], Step::ToolCall { approval: Some(_), effect: Some(_), .. }));
+        assert!(matches!(
+            &steps[0],
+            Step::ToolCall {
+                approval: Some(_),
+                effect: Some(_),
+                ..
+            }
+        ));
         assert!(steps.iter().any(|s| matches!(s, Step::Delta(_))));
     }
 }

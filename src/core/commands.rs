@@ -21,7 +21,9 @@ pub const QUEUE_MAX: usize = 16;
 /// derived from the command id (its timestamp, and its random bits mixed),
 /// so that a replay at any host, after any crash, names the same session.
 pub fn derived_session_id(command_id: &str) -> String {
-    let u = uuid::Uuid::parse_str(command_id).map(|u| u.as_u128()).unwrap_or(0);
+    let u = uuid::Uuid::parse_str(command_id)
+        .map(|u| u.as_u128())
+        .unwrap_or(0);
     let ms = (u >> 80) as u64;
     let mut x = u ^ 0x6d73_705f_7365_7373_696f_6e5f_6964_2121;
     // splitmix-style finaliser over both halves.
@@ -43,25 +45,40 @@ enum Ledger {
 }
 
 impl Host {
-    pub(crate) fn command(&mut self, conn: ConnId, id: &RequestId, c: CommandRequest, io: Option<IoAnswer>) -> Flow {
+    pub(crate) fn command(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        c: CommandRequest,
+        io: Option<IoAnswer>,
+    ) -> Flow {
         let sig = signature(&c.method, &c.normalized);
         match &c.command {
             Command::SessionStart { .. } => return self.session_start(conn, id, c, sig, io),
             Command::SessionResume { .. } => return self.session_resume(conn, id, c, sig, io),
             _ => {}
         }
-        let sid = c.command.session_id().expect("commands name their session").to_string();
+        let sid = c
+            .command
+            .session_id()
+            .expect("commands name their session")
+            .to_string();
         match self.sessions.get(&sid) {
             Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
-            Some(Slot::Loaded(l)) if l.unloading => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
+            Some(Slot::Loaded(l)) if l.unloading => {
+                return Flow::Park(Wait::Session(sid), Parsed::Command(c))
+            }
             Some(Slot::Loaded(_)) => {}
             None => {
                 let err = match io {
                     Some(IoAnswer::Read(ReadResult::NotFound)) => RpcError::session_not_found(&sid),
-                    Some(IoAnswer::Read(ReadResult::Found { held_elsewhere: true, .. })) => {
-                        RpcError::session_in_use(&sid)
+                    Some(IoAnswer::Read(ReadResult::Found {
+                        held_elsewhere: true,
+                        ..
+                    })) => RpcError::session_in_use(&sid),
+                    Some(IoAnswer::Read(ReadResult::Found { .. })) => {
+                        RpcError::session_not_loaded(&sid)
                     }
-                    Some(IoAnswer::Read(ReadResult::Found { .. })) => RpcError::session_not_loaded(&sid),
                     Some(IoAnswer::Read(ReadResult::Failed(e))) => RpcError::storage_unavailable(e),
                     _ => {
                         let w = self.request_read(conn, &sid);
@@ -112,7 +129,10 @@ impl Host {
     /// Without group commit a durable intake waits until the session has
     /// nothing unsynced, so that it gets a sync of its own.
     fn must_wait_for_sync(&self, sid: &str, c: &CommandRequest) -> bool {
-        if self.cfg.group_commit || self.cfg.durability != Durability::Durable || !c.command.is_durable() {
+        if self.cfg.group_commit
+            || self.cfg.durability != Durability::Durable
+            || !c.command.is_durable()
+        {
             return false;
         }
         let l = self.loaded(sid).expect("loaded");
@@ -135,7 +155,14 @@ impl Host {
 
     /// Records a durable admission: `received`, and `settled` when the
     /// command settles with its ack. Returns the gate offset.
-    fn intake(&mut self, sid: &str, c: &CommandRequest, sig: String, answer: Answer, settle: Option<Outcome>) -> u64 {
+    fn intake(
+        &mut self,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+        answer: Answer,
+        settle: Option<Outcome>,
+    ) -> u64 {
         let now = self.now_ms;
         let mut end = self.commit(
             sid,
@@ -171,32 +198,71 @@ impl Host {
     }
 
     /// A durable rejection: recorded, replayed identically.
-    fn reject(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String, reason: &str, extra: Option<(&str, Value)>) {
+    fn reject(
+        &mut self,
+        to: (ConnId, &RequestId),
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+        reason: &str,
+        extra: Option<(&str, Value)>,
+    ) {
+        let (conn, id) = to;
         let mut err = RpcError::command_rejected(&c.method, &c.command_id, reason);
         if let Some((k, v)) = extra {
             err = err.with(k, v);
         }
         let error = err.to_value();
-        let at = self.intake(sid, c, sig, Answer::Error(error.clone()), Some(Outcome::Rejected { error: error.clone() }));
+        let at = self.intake(
+            sid,
+            c,
+            sig,
+            Answer::Error(error.clone()),
+            Some(Outcome::Rejected {
+                error: error.clone(),
+            }),
+        );
         self.respond_at(conn, id, sid, &Answer::Error(error), at);
     }
 
-    fn ack(&mut self, sid: &str, c: &CommandRequest, sig: String, result: Value, settle: Option<Outcome>) -> u64 {
+    fn ack(
+        &mut self,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+        result: Value,
+        settle: Option<Outcome>,
+    ) -> u64 {
         let answer = Answer::Result(result);
         self.intake(sid, c, sig, answer, settle)
     }
 
     // ----- session/start, session/resume -------------------------------
 
-    fn session_start(&mut self, conn: ConnId, id: &RequestId, c: CommandRequest, sig: String, io: Option<IoAnswer>) -> Flow {
-        let Command::SessionStart { session_id, workspace_root } = &c.command else {
+    fn session_start(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        c: CommandRequest,
+        sig: String,
+        io: Option<IoAnswer>,
+    ) -> Flow {
+        let Command::SessionStart {
+            session_id,
+            workspace_root,
+        } = &c.command
+        else {
             unreachable!()
         };
-        let sid = session_id.clone().unwrap_or_else(|| derived_session_id(&c.command_id));
+        let sid = session_id
+            .clone()
+            .unwrap_or_else(|| derived_session_id(&c.command_id));
         let workspace_root = workspace_root.clone();
         match self.sessions.get(&sid) {
             Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
-            Some(Slot::Loaded(l)) if l.unloading => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
+            Some(Slot::Loaded(l)) if l.unloading => {
+                return Flow::Park(Wait::Session(sid), Parsed::Command(c))
+            }
             Some(Slot::Loaded(_)) => {}
             None => {
                 match io {
@@ -224,7 +290,8 @@ impl Host {
                 }
                 Ledger::Conflict => self.respond_err(conn, id, conflict(&c)),
                 Ledger::New => {
-                    let err = RpcError::command_rejected(&c.method, &c.command_id, "session_id_conflict");
+                    let err =
+                        RpcError::command_rejected(&c.method, &c.command_id, "session_id_conflict");
                     self.respond_err(conn, id, err);
                 }
             }
@@ -246,7 +313,11 @@ impl Host {
         let result = json!({"session": session, "viewCursor": format!("v:{sid}:0")});
         let at = self.ack(&sid, &c, sig, result.clone(), Some(Outcome::Applied));
         let gate = self.loaded(&sid).and_then(|l| self.gate_at(l, at));
-        let started = crate::proto::envelope::notification_line("session/started", &json!({"session": session}), now);
+        let started = crate::proto::envelope::notification_line(
+            "session/started",
+            &json!({"session": session}),
+            now,
+        );
         for target in self.ready_conns() {
             self.enqueue(target, started.clone(), gate, None);
         }
@@ -256,7 +327,14 @@ impl Host {
         Flow::Done
     }
 
-    fn session_resume(&mut self, conn: ConnId, id: &RequestId, c: CommandRequest, sig: String, io: Option<IoAnswer>) -> Flow {
+    fn session_resume(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        c: CommandRequest,
+        sig: String,
+        io: Option<IoAnswer>,
+    ) -> Flow {
         let Command::SessionResume { session_id, cursor } = &c.command else {
             unreachable!()
         };
@@ -264,7 +342,9 @@ impl Host {
         let cursor = cursor.clone();
         match self.sessions.get(&sid) {
             Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
-            Some(Slot::Loaded(l)) if l.unloading => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
+            Some(Slot::Loaded(l)) if l.unloading => {
+                return Flow::Park(Wait::Session(sid), Parsed::Command(c))
+            }
             Some(Slot::Loaded(_)) => {}
             None => {
                 match io {
@@ -281,7 +361,9 @@ impl Host {
             // An empty log: a start that never became durable.
             self.sessions.remove(&sid);
             if self.cfg.durability == Durability::Durable {
-                self.push_output(super::Output::Release { session: sid.clone() });
+                self.push_output(super::Output::Release {
+                    session: sid.clone(),
+                });
             }
             self.respond_err(conn, id, RpcError::session_not_found(&sid));
             return Flow::Done;
@@ -312,7 +394,13 @@ impl Host {
         };
         let (history, after) = match &cursor {
             Some(cur) => {
-                if self.loaded(&sid).expect("loaded").s.parse_cursor(cur).is_none() {
+                if self
+                    .loaded(&sid)
+                    .expect("loaded")
+                    .s
+                    .parse_cursor(cur)
+                    .is_none()
+                {
                     self.respond_err(conn, id, RpcError::missing_anchor(&sid));
                     return Flow::Done;
                 }
@@ -342,7 +430,15 @@ impl Host {
 
     // ----- carrier-less rows --------------------------------------------
 
-    fn carrierless(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String, key: String) {
+    fn carrierless(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+        key: String,
+    ) {
         if let Some((s, answer)) = self.lifetime_ledger.get(&key) {
             let answer = if *s == sig || self.bugs.has(Bug::SkipPayloadCheck) {
                 answer.clone()
@@ -352,11 +448,19 @@ impl Host {
             self.respond(conn, id, &answer, None);
             return;
         }
-        if self.loaded(sid).expect("loaded").s.ledger.contains_key(&key) {
+        if self
+            .loaded(sid)
+            .expect("loaded")
+            .s
+            .ledger
+            .contains_key(&key)
+        {
             self.respond_err(conn, id, conflict(c));
             return;
         }
-        let reject = |reason: &str| Answer::Error(RpcError::command_rejected(&c.method, &c.command_id, reason).to_value());
+        let reject = |reason: &str| {
+            Answer::Error(RpcError::command_rejected(&c.method, &c.command_id, reason).to_value())
+        };
         let answer = match &c.command {
             Command::TurnStop { turn_id, .. } => {
                 let l = self.loaded(sid).expect("loaded");
@@ -366,7 +470,9 @@ impl Host {
                     Some(t) => match l.s.turns.get(&t).map(|r| r.status.clone()) {
                         None => reject("missing_run"),
                         Some(TurnStatus::Queued) => reject("not_running"),
-                        Some(TurnStatus::Ended(_)) | Some(TurnStatus::Unqueued) => reject("already_terminal"),
+                        Some(TurnStatus::Ended(_)) | Some(TurnStatus::Unqueued) => {
+                            reject("already_terminal")
+                        }
                         Some(TurnStatus::Running) => {
                             let ack = json!({"commandId": c.command_id, "status": "accepted", "turnId": t});
                             self.respond(conn, id, &Answer::Result(ack.clone()), None);
@@ -421,7 +527,14 @@ impl Host {
 
     // ----- turns --------------------------------------------------------
 
-    fn turn_start(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String) {
+    fn turn_start(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+    ) {
         let Command::TurnStart { text, if_busy, .. } = &c.command else {
             unreachable!()
         };
@@ -430,16 +543,20 @@ impl Host {
             (s.is_busy(), s.running.clone(), s.queue.len())
         };
         let cid = c.command_id.clone();
-        let ack = |turn_id: &str, started: bool, disposition: &str| {
-            json!({"commandId": cid, "status": "accepted", "turnId": turn_id, "startedNewTurn": started, "disposition": disposition})
-        };
+        let ack = |turn_id: &str, started: bool, disposition: &str| json!({"commandId": cid, "status": "accepted", "turnId": turn_id, "startedNewTurn": started, "disposition": disposition});
         match (busy, if_busy, running) {
             (true, IfBusy::Steer, Some(run)) => {
                 let at0 = self.ack(sid, c, sig, ack(&run, false, "steered"), None);
                 let _ = at0;
                 self.steer_into(sid, &run, text, &c.command_id);
                 let at = self.settle(sid, &c.command_id, Outcome::Applied);
-                self.respond_at(conn, id, sid, &Answer::Result(ack(&run, false, "steered")), at);
+                self.respond_at(
+                    conn,
+                    id,
+                    sid,
+                    &Answer::Result(ack(&run, false, "steered")),
+                    at,
+                );
             }
             (true, IfBusy::Replace, _) => {
                 let result = ack(&c.command_id, true, "started");
@@ -453,7 +570,7 @@ impl Host {
             }
             (true, _, _) => {
                 if queued >= QUEUE_MAX {
-                    self.reject(conn, id, sid, c, sig, "queue_full", None);
+                    self.reject((conn, id), sid, c, sig, "queue_full", None);
                     return;
                 }
                 let result = ack(&c.command_id, false, "queued");
@@ -485,11 +602,29 @@ impl Host {
         self.launch(sid, &turn_id, &c.command_id, &text, false);
     }
 
-    fn turn_steer(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String) {
-        let Command::TurnSteer { expected_turn_id, text, .. } = &c.command else {
+    fn turn_steer(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+    ) {
+        let Command::TurnSteer {
+            expected_turn_id,
+            text,
+            ..
+        } = &c.command
+        else {
             unreachable!()
         };
-        let status = self.loaded(sid).expect("loaded").s.turns.get(expected_turn_id).map(|t| t.status.clone());
+        let status = self
+            .loaded(sid)
+            .expect("loaded")
+            .s
+            .turns
+            .get(expected_turn_id)
+            .map(|t| t.status.clone());
         let reason = match status {
             None => Some("missing_run"),
             Some(TurnStatus::Ended(_)) | Some(TurnStatus::Unqueued) => Some("already_terminal"),
@@ -497,21 +632,35 @@ impl Host {
             Some(TurnStatus::Running) => None,
         };
         if let Some(reason) = reason {
-            self.reject(conn, id, sid, c, sig, reason, None);
+            self.reject((conn, id), sid, c, sig, reason, None);
             return;
         }
-        let result = json!({"commandId": c.command_id, "status": "accepted", "turnId": expected_turn_id});
+        let result =
+            json!({"commandId": c.command_id, "status": "accepted", "turnId": expected_turn_id});
         self.ack(sid, c, sig, result.clone(), None);
         self.steer_into(sid, expected_turn_id, text, &c.command_id);
         let at = self.settle(sid, &c.command_id, Outcome::Applied);
         self.respond_at(conn, id, sid, &Answer::Result(result), at);
     }
 
-    fn turn_unqueue(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String) {
+    fn turn_unqueue(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+    ) {
         let Command::TurnUnqueue { turn_id, .. } = &c.command else {
             unreachable!()
         };
-        let rec = self.loaded(sid).expect("loaded").s.turns.get(turn_id).cloned();
+        let rec = self
+            .loaded(sid)
+            .expect("loaded")
+            .s
+            .turns
+            .get(turn_id)
+            .cloned();
         let reason = match rec.as_ref().map(|r| &r.status) {
             None => Some("missing_run"),
             Some(TurnStatus::Running) => Some("already_launched"),
@@ -519,7 +668,7 @@ impl Host {
             Some(TurnStatus::Queued) => None,
         };
         if let Some(reason) = reason {
-            self.reject(conn, id, sid, c, sig, reason, None);
+            self.reject((conn, id), sid, c, sig, reason, None);
             return;
         }
         let queued_by = rec.expect("queued turn").command_id;
@@ -531,13 +680,26 @@ impl Host {
         let mut params = serde_json::Map::new();
         params.insert("turnId".into(), json!(turn_id));
         params.insert("commandId".into(), json!(queued_by));
-        self.emit(&sid_owned, "turn/unqueued", params, ("session", sid), Some(&c.command_id));
+        self.emit(
+            &sid_owned,
+            "turn/unqueued",
+            params,
+            ("session", sid),
+            Some(&c.command_id),
+        );
         self.settle(sid, &queued_by, Outcome::Applied);
     }
 
     // ----- approvals and state -------------------------------------------
 
-    fn approval_decide(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String) {
+    fn approval_decide(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+    ) {
         let Command::ApprovalDecide {
             approval_id,
             requirement_approval_id,
@@ -548,27 +710,49 @@ impl Host {
         else {
             unreachable!()
         };
-        let Some(a) = self.loaded(sid).expect("loaded").s.approvals.get(approval_id).cloned() else {
+        let Some(a) = self
+            .loaded(sid)
+            .expect("loaded")
+            .s
+            .approvals
+            .get(approval_id)
+            .cloned()
+        else {
             self.respond_err(conn, id, RpcError::approval_not_found(approval_id));
             return;
         };
         if let Some(resolution) = &a.resolution {
-            self.respond_err(conn, id, RpcError::approval_already_resolved(approval_id, resolution.clone()));
+            self.respond_err(
+                conn,
+                id,
+                RpcError::approval_already_resolved(approval_id, resolution.clone()),
+            );
             return;
         }
         let current = a.params["currentRequirementId"].clone();
         if current["approvalId"].as_str() != Some(requirement_approval_id.as_str())
             || current["sourceIndex"].as_u64() != Some(*requirement_source_index)
         {
-            self.respond_err(conn, id, RpcError::approval_requirement_stale(approval_id, current));
+            self.respond_err(
+                conn,
+                id,
+                RpcError::approval_requirement_stale(approval_id, current),
+            );
             return;
         }
         let Some(choice) = a.params["availableChoices"]
             .as_array()
-            .and_then(|cs| cs.iter().find(|ch| ch["choiceId"].as_str() == Some(choice_id.as_str())))
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|ch| ch["choiceId"].as_str() == Some(choice_id.as_str()))
+            })
             .cloned()
         else {
-            self.respond_err(conn, id, RpcError::approval_choice_invalid(approval_id, choice_id));
+            self.respond_err(
+                conn,
+                id,
+                RpcError::approval_choice_invalid(approval_id, choice_id),
+            );
             return;
         };
         let decision = choice["decision"].as_str().unwrap_or("denied").to_string();
@@ -580,27 +764,58 @@ impl Host {
         params.insert("turnId".into(), json!(a.turn_id));
         params.insert("decision".into(), json!(decision));
         let allow = decision.starts_with("approved");
-        params.insert("policyResult".into(), json!(if allow { "allow" } else { "deny" }));
+        params.insert(
+            "policyResult".into(),
+            json!(if allow { "allow" } else { "deny" }),
+        );
         if let Some(preview) = choice.get("rulePreview") {
-            params.insert("amendment".into(), json!({"durability": choice["scope"], "rulePreview": preview}));
+            params.insert(
+                "amendment".into(),
+                json!({"durability": choice["scope"], "rulePreview": preview}),
+            );
         }
         params.insert("resolvedBy".into(), json!("user"));
         params.insert("decidedByCommandId".into(), json!(c.command_id));
         params.insert("stageEvidence".into(), json!([]));
         let turn = a.turn_id.clone();
-        self.emit(sid, "approval/resolved", params, ("run", &turn), Some(&c.command_id));
+        self.emit(
+            sid,
+            "approval/resolved",
+            params,
+            ("run", &turn),
+            Some(&c.command_id),
+        );
         let at = self.settle(sid, &c.command_id, Outcome::Applied);
         self.respond_at(conn, id, sid, &Answer::Result(result), at);
         self.after_decision(sid, &a.item_id, &a.turn_id, &decision);
     }
 
-    fn state_update(&mut self, conn: ConnId, id: &RequestId, sid: &str, c: &CommandRequest, sig: String) {
-        let Command::StateUpdate { expected_revision, set, .. } = &c.command else {
+    fn state_update(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        c: &CommandRequest,
+        sig: String,
+    ) {
+        let Command::StateUpdate {
+            expected_revision,
+            set,
+            ..
+        } = &c.command
+        else {
             unreachable!()
         };
         let current = self.loaded(sid).expect("loaded").s.revision;
         if *expected_revision != current {
-            self.reject(conn, id, sid, c, sig, "stale_revision", Some(("currentRevision", json!(current))));
+            self.reject(
+                (conn, id),
+                sid,
+                c,
+                sig,
+                "stale_revision",
+                Some(("currentRevision", json!(current))),
+            );
             return;
         }
         let revision = current + 1;
@@ -610,7 +825,13 @@ impl Host {
         params.insert("revision".into(), json!(revision));
         params.insert("set".into(), Value::Object(set.clone()));
         params.insert("commandId".into(), json!(c.command_id));
-        self.emit(sid, "state/updated", params, ("session", sid), Some(&c.command_id));
+        self.emit(
+            sid,
+            "state/updated",
+            params,
+            ("session", sid),
+            Some(&c.command_id),
+        );
         let at = self.settle(sid, &c.command_id, Outcome::Applied);
         self.respond_at(conn, id, sid, &Answer::Result(result), at);
     }
@@ -624,7 +845,11 @@ fn open_error(sid: &str, r: OpenResult) -> RpcError {
     match r {
         OpenResult::NotFound => RpcError::session_not_found(sid),
         OpenResult::InUse { .. } => RpcError::session_in_use(sid),
-        OpenResult::Failed(e) => match serde_json::from_str::<Value>(&e).ok().as_ref().and_then(RpcError::from_value) {
+        OpenResult::Failed(e) => match serde_json::from_str::<Value>(&e)
+            .ok()
+            .as_ref()
+            .and_then(RpcError::from_value)
+        {
             Some(err) => err,
             None => RpcError::storage_unavailable(e),
         },
@@ -642,7 +867,10 @@ mod tests {
         let a = derived_session_id("0198f0ab-9999-7000-8000-0000000000c1");
         let b = derived_session_id("0198f0ab-9999-7000-8000-0000000000c2");
         assert!(is_uuid_v7(&a));
-        assert_eq!(a, derived_session_id("0198f0ab-9999-7000-8000-0000000000c1"));
+        assert_eq!(
+            a,
+            derived_session_id("0198f0ab-9999-7000-8000-0000000000c1")
+        );
         assert_ne!(a, b);
         assert_ne!(a, "0198f0ab-9999-7000-8000-0000000000c1");
     }

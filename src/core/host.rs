@@ -99,7 +99,9 @@ struct Conn {
     next_server_request_id: u64,
 }
 
-/// The outcome of dispatching a request.
+/// The outcome of dispatching a request. (It lives for one call, so the
+/// size of `Park` does not matter.)
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Flow {
     /// Answered (or answer queued behind a gate).
     Done,
@@ -223,7 +225,12 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// A host with the scripted agent.
     pub fn new(cfg: HostConfig, now_ms: u64) -> Host {
-        Host::with_agent(cfg, now_ms, super::agent::scripted_factory(), BugSet::default())
+        Host::with_agent(
+            cfg,
+            now_ms,
+            super::agent::scripted_factory(),
+            BugSet::default(),
+        )
     }
 
     /// A host with a given agent and planted bugs (the simulator's entry).
@@ -255,9 +262,13 @@ impl Host {
     /// A connection opened.
     pub fn handle_connect(&mut self, conn: ConnId, now_ms: u64) {
         self.tick(now_ms);
-        debug_assert!(!self.conns.contains_key(&conn), "connection ids are not reused");
+        debug_assert!(
+            !self.conns.contains_key(&conn),
+            "connection ids are not reused"
+        );
         if self.conns.len() >= CONNECTIONS_MAX || self.shutting_down {
-            let line = envelope::error_line(&Value::Null, &RpcError::overloaded("too many connections"));
+            let line =
+                envelope::error_line(&Value::Null, &RpcError::overloaded("too many connections"));
             self.out.push_back(Output::Send { conn, line });
             self.out.push_back(Output::Close { conn });
             return;
@@ -295,7 +306,10 @@ impl Host {
                         Line::TooLarge => None,
                     };
                     if let Some(id) = id {
-                        let l = envelope::error_line(&id, &RpcError::overloaded("too many unanswered requests"));
+                        let l = envelope::error_line(
+                            &id,
+                            &RpcError::overloaded("too many unanswered requests"),
+                        );
                         self.enqueue(conn, l, None, None);
                     }
                     continue;
@@ -355,7 +369,10 @@ impl Host {
     pub fn handle_synced(&mut self, session: &str, upto_bytes: u64, now_ms: u64) {
         self.tick(now_ms);
         let mut release = false;
-        if let Some(l) = self.loaded_mut(session).filter(|l| l.sync_in_flight == Some(upto_bytes)) {
+        if let Some(l) = self
+            .loaded_mut(session)
+            .filter(|l| l.sync_in_flight == Some(upto_bytes))
+        {
             l.sync_in_flight = None;
             debug_assert!(upto_bytes >= l.synced_bytes, "synced offsets only grow");
             l.synced_bytes = upto_bytes;
@@ -389,7 +406,10 @@ impl Host {
                         Some(g) if g.slot == slot && g.upto > synced => {
                             if let Some(id) = f.response_to {
                                 kept.push_back(OutFrame {
-                                    line: envelope::error_line(&id, &RpcError::storage_unavailable(error)),
+                                    line: envelope::error_line(
+                                        &id,
+                                        &RpcError::storage_unavailable(error),
+                                    ),
                                     gate: None,
                                     response_to: None,
                                 });
@@ -418,7 +438,8 @@ impl Host {
         self.tick(now_ms);
         if let Some(w) = self.effects.remove(&token) {
             if !w.query {
-                self.out.push_back(Output::CrashPoint(CrashPoint::AfterEffectBeforeSettle));
+                self.out
+                    .push_back(Output::CrashPoint(CrashPoint::AfterEffectBeforeSettle));
             }
             self.complete_effect(w, outcome);
         }
@@ -527,7 +548,13 @@ impl Host {
     }
 
     /// Queues a frame for a connection behind everything queued before it.
-    pub(crate) fn enqueue(&mut self, conn: ConnId, line: Vec<u8>, gate: Option<Gate>, response_to: Option<RequestId>) {
+    pub(crate) fn enqueue(
+        &mut self,
+        conn: ConnId,
+        line: Vec<u8>,
+        gate: Option<Gate>,
+        response_to: Option<RequestId>,
+    ) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let gate = if self.bugs.has(Bug::AckBeforeSync) && response_to.is_some() {
                 None
@@ -543,11 +570,18 @@ impl Host {
     }
 
     /// Queues a response.
-    pub(crate) fn respond(&mut self, conn: ConnId, id: &RequestId, answer: &Answer, gate: Option<Gate>) {
+    pub(crate) fn respond(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        answer: &Answer,
+        gate: Option<Gate>,
+    ) {
         let line = match answer {
             Answer::Result(r) => envelope::response_line(id, r),
             Answer::Error(e) => {
-                let err = RpcError::from_value(e).unwrap_or_else(|| RpcError::internal("bad stored error"));
+                let err = RpcError::from_value(e)
+                    .unwrap_or_else(|| RpcError::internal("bad stored error"));
                 envelope::error_line(id, &err)
             }
         };
@@ -632,7 +666,8 @@ impl Host {
         }
         if gated_answer {
             // Intakes are durable; their answers have not left yet.
-            self.out.push_back(Output::CrashPoint(CrashPoint::AfterIntakeBeforeAck));
+            self.out
+                .push_back(Output::CrashPoint(CrashPoint::AfterIntakeBeforeAck));
         }
         self.out.extend(sends);
         self.release_effects();
@@ -640,7 +675,7 @@ impl Host {
 
     /// Appends the session's unflushed records and sends staged frames to
     /// subscribers behind the right gates; starts a sync if needed.
-    fn flush(&mut self, sid: &str) {
+    pub(crate) fn flush(&mut self, sid: &str) {
         let durable = self.cfg.durability == Durability::Durable;
         let Some(l) = self.loaded_mut(sid) else {
             return;
@@ -658,7 +693,10 @@ impl Host {
                     bytes,
                 });
             } else {
-                self.mem_logs.entry(sid.to_string()).or_default().extend(bytes);
+                self.mem_logs
+                    .entry(sid.to_string())
+                    .or_default()
+                    .extend(bytes);
                 let l = self.loaded_mut(sid).expect("loaded");
                 l.synced_bytes = l.appended_bytes;
                 let (slot, s) = (l.slot, l.synced_bytes);
@@ -667,7 +705,9 @@ impl Host {
         }
         for st in staged {
             let (durable_at, frame) = match &st {
-                Staged::Note { durable_at, .. } | Staged::Request { durable_at, .. } => (*durable_at, st.clone()),
+                Staged::Note { durable_at, .. } | Staged::Request { durable_at, .. } => {
+                    (*durable_at, st.clone())
+                }
             };
             let gate = durable_at
                 .filter(|at| durable && *at > synced_bytes)
@@ -708,9 +748,13 @@ impl Host {
         let intakes = std::mem::take(&mut l.unflushed_intakes);
         l.sync_in_flight = Some(l.appended_bytes);
         let upto = l.appended_bytes;
-        debug_assert!(group || intakes <= 1, "without group commit each intake syncs alone");
+        debug_assert!(
+            group || intakes <= 1,
+            "without group commit each intake syncs alone"
+        );
         if intakes >= 2 {
-            self.out.push_back(Output::CrashPoint(CrashPoint::MidGroupCommit));
+            self.out
+                .push_back(Output::CrashPoint(CrashPoint::MidGroupCommit));
         }
         self.out.push_back(Output::Sync {
             session: sid.to_string(),
@@ -721,8 +765,8 @@ impl Host {
     /// Commits a record: folds it into the session and queues its bytes.
     /// Returns the offset at which it will be durable.
     pub(crate) fn commit(&mut self, sid: &str, rec: Record) -> u64 {
-        let in_memory_only =
-            self.bugs.has(Bug::DedupeInMemoryOnly) && matches!(rec, Record::Received { .. } | Record::Settled { .. });
+        let in_memory_only = self.bugs.has(Bug::DedupeInMemoryOnly)
+            && matches!(rec, Record::Received { .. } | Record::Settled { .. });
         let l = self.loaded_mut(sid).expect("commit to a loaded session");
         if in_memory_only {
             let end = l.end_offset();
@@ -809,7 +853,10 @@ impl Host {
     fn process_line(&mut self, conn: ConnId, line: Line) {
         let bytes = match line {
             Line::TooLarge => {
-                let l = envelope::error_line(&Value::Null, &RpcError::input_too_large(self.cfg.frame_limit_bytes));
+                let l = envelope::error_line(
+                    &Value::Null,
+                    &RpcError::input_too_large(self.cfg.frame_limit_bytes),
+                );
                 self.enqueue(conn, l, None, None);
                 return;
             }
@@ -830,7 +877,9 @@ impl Host {
                 }
             }
             Ok(Incoming::Response { .. }) => {}
-            Ok(Incoming::Request { id, method, params }) => self.request(conn, id, &method, &params),
+            Ok(Incoming::Request { id, method, params }) => {
+                self.request(conn, id, &method, &params)
+            }
         }
     }
 
@@ -881,7 +930,13 @@ impl Host {
         })
     }
 
-    fn dispatch(&mut self, conn: ConnId, id: &RequestId, parsed: Parsed, io: Option<IoAnswer>) -> Flow {
+    fn dispatch(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        parsed: Parsed,
+        io: Option<IoAnswer>,
+    ) -> Flow {
         match parsed {
             Parsed::Initialize => unreachable!("initialize is handled before dispatch"),
             Parsed::Read(r) => self.read(conn, id, r, io),
@@ -949,7 +1004,9 @@ impl Host {
         };
         debug_assert!(matches!(self.sessions.get(&sid), Some(Slot::Loading)));
         let result = match result {
-            OpenResult::InUse { log } if self.bugs.has(Bug::LeaseNotChecked) => OpenResult::Opened { log },
+            OpenResult::InUse { log } if self.bugs.has(Bug::LeaseNotChecked) => {
+                OpenResult::Opened { log }
+            }
             r => r,
         };
         match result {
@@ -958,9 +1015,14 @@ impl Host {
                 Err(e) => {
                     self.sessions.remove(&sid);
                     if self.cfg.durability == Durability::Durable {
-                        self.out.push_back(Output::Release { session: sid.clone() });
+                        self.out.push_back(Output::Release {
+                            session: sid.clone(),
+                        });
                     }
-                    self.wake_waiters_with(&Wait::Session(sid), IoAnswer::Open(OpenResult::Failed(e)));
+                    self.wake_waiters_with(
+                        &Wait::Session(sid),
+                        IoAnswer::Open(OpenResult::Failed(e)),
+                    );
                 }
             },
             other => {
@@ -975,7 +1037,9 @@ impl Host {
     fn load(&mut self, sid: &str, log: &[u8]) -> Result<(), String> {
         let decoded = decode_log(log).map_err(|c| {
             let file = self.log_path(sid);
-            RpcError::log_corrupt(&file, c.offset, &c.detail).to_value().to_string()
+            RpcError::log_corrupt(&file, c.offset, &c.detail)
+                .to_value()
+                .to_string()
         })?;
         let mut s = Session::default();
         for (rec, end) in &decoded.records {
@@ -1033,7 +1097,11 @@ impl Host {
     /// The absolute path of a session's log (`""` on an ephemeral host).
     pub(crate) fn log_path(&self, sid: &str) -> String {
         match self.cfg.durability {
-            Durability::Durable => format!("{}/sessions/{}/session.log", self.cfg.data_dir.trim_end_matches('/'), sid),
+            Durability::Durable => format!(
+                "{}/sessions/{}/session.log",
+                self.cfg.data_dir.trim_end_matches('/'),
+                sid
+            ),
             Durability::Ephemeral => String::new(),
         }
     }
@@ -1101,7 +1169,9 @@ impl Host {
             self.synced.insert(l.slot, u64::MAX);
             self.agent_forget(&l);
             if self.cfg.durability == Durability::Durable {
-                self.out.push_back(Output::Release { session: sid.to_string() });
+                self.out.push_back(Output::Release {
+                    session: sid.to_string(),
+                });
             }
         }
         self.wake_waiters(&Wait::Session(sid.to_string()));

@@ -79,7 +79,9 @@ impl LedgerEntry {
     pub fn replay_answer(&self) -> Answer {
         match &self.outcome {
             Some(Outcome::Rejected { error }) => Answer::Error(error.clone()),
-            Some(Outcome::Abandoned) => Answer::Error(abandoned_error(&self.method, &self.command_id)),
+            Some(Outcome::Abandoned) => {
+                Answer::Error(abandoned_error(&self.method, &self.command_id))
+            }
             Some(Outcome::Applied) | None => self.answer.clone(),
         }
     }
@@ -257,7 +259,10 @@ impl Session {
                 );
                 debug_assert!(prev.is_none(), "a command id is received once");
             }
-            Record::Settled { command_id, outcome } => {
+            Record::Settled {
+                command_id,
+                outcome,
+            } => {
                 if let Some(e) = self.ledger.get_mut(&id_key(command_id)) {
                     debug_assert!(e.outcome.is_none(), "a command settles once");
                     e.outcome = Some(outcome.clone());
@@ -300,7 +305,11 @@ impl Session {
             "turn/started" => {
                 let turn_id = s("turnId");
                 self.queue.retain(|t| *t != turn_id);
-                let text = self.turns.get(&turn_id).map(|t| t.text.clone()).unwrap_or_default();
+                let text = self
+                    .turns
+                    .get(&turn_id)
+                    .map(|t| t.text.clone())
+                    .unwrap_or_default();
                 self.turns.insert(
                     turn_id.clone(),
                     TurnRec {
@@ -410,7 +419,11 @@ impl Session {
 
     /// Unsettled intakes in intake order (`pendingCommands`).
     pub fn pending_commands(&self) -> Vec<Value> {
-        let mut v: Vec<&LedgerEntry> = self.ledger.values().filter(|e| e.outcome.is_none()).collect();
+        let mut v: Vec<&LedgerEntry> = self
+            .ledger
+            .values()
+            .filter(|e| e.outcome.is_none())
+            .collect();
         v.sort_by_key(|e| e.seq);
         v.iter()
             .map(|e| json!({"commandId": e.command_id, "method": e.method}))
@@ -419,7 +432,11 @@ impl Session {
 
     /// Pending approvals ordered by cursor.
     pub fn pending_approvals(&self) -> Vec<&ApprovalRec> {
-        let mut v: Vec<&ApprovalRec> = self.approvals.values().filter(|a| a.resolution.is_none()).collect();
+        let mut v: Vec<&ApprovalRec> = self
+            .approvals
+            .values()
+            .filter(|a| a.resolution.is_none())
+            .collect();
         v.sort_by_key(|a| cursor_order(&a.cursor));
         v
     }

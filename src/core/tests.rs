@@ -29,7 +29,10 @@ fn init(h: &mut Harness, c: u64) {
 }
 
 fn req(h: &mut Harness, c: u64, id: u64, method: &str, params: Value) -> Vec<Value> {
-    h.send(c, &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+    h.send(
+        c,
+        &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+    );
     h.take(c)
 }
 
@@ -42,15 +45,25 @@ fn response(frames: &[Value], id: u64) -> Value {
 }
 
 fn methods(frames: &[Value]) -> Vec<String> {
-    frames.iter().filter_map(|f| f["method"].as_str().map(str::to_string)).collect()
+    frames
+        .iter()
+        .filter_map(|f| f["method"].as_str().map(str::to_string))
+        .collect()
 }
 
 fn start(h: &mut Harness, c: u64) -> Vec<Value> {
-    req(h, c, 1, "session/start", json!({"commandId": cid(1), "sessionId": SID}))
+    req(
+        h,
+        c,
+        1,
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": SID}),
+    )
 }
 
 fn turn(h: &mut Harness, c: u64, id: u64, n: u32, text: &str, extra: Value) -> Vec<Value> {
-    let mut p = json!({"sessionId": SID, "commandId": cid(n), "input": [{"type":"text","text": text}]});
+    let mut p =
+        json!({"sessionId": SID, "commandId": cid(n), "input": [{"type":"text","text": text}]});
     for (k, v) in extra.as_object().unwrap() {
         p[k] = v.clone();
     }
@@ -69,12 +82,27 @@ fn session_start_broadcasts_then_answers_and_replays_identically() {
     assert_eq!(f.len(), 2);
     let r = response(&f, 1);
     assert_eq!(r["result"]["viewCursor"], json!(format!("v:{SID}:0")));
-    assert_eq!(r["result"]["session"]["path"], json!(format!("/data/sessions/{SID}/session.log")));
+    assert_eq!(
+        r["result"]["session"]["path"],
+        json!(format!("/data/sessions/{SID}/session.log"))
+    );
     let again = start(&mut h, c);
     assert_eq!(response(&again, 1)["result"], r["result"]);
-    let conflict = req(&mut h, c, 2, "session/start", json!({"commandId": cid(1), "sessionId": SID, "workspaceRoot": "/x"}));
+    let conflict = req(
+        &mut h,
+        c,
+        2,
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": SID, "workspaceRoot": "/x"}),
+    );
     assert_eq!(reason(&response(&conflict, 2)), "command_id_conflict");
-    let other = req(&mut h, c, 3, "session/start", json!({"commandId": cid(2), "sessionId": SID}));
+    let other = req(
+        &mut h,
+        c,
+        3,
+        "session/start",
+        json!({"commandId": cid(2), "sessionId": SID}),
+    );
     assert_eq!(reason(&response(&other, 3)), "session_id_conflict");
 }
 
@@ -91,7 +119,15 @@ fn fresh_turn_runs_to_completion_with_ephemeral_deltas() {
     let later = h.take(c);
     let all: Vec<Value> = f.into_iter().chain(later).collect();
     let m = methods(&all);
-    assert_eq!(&m[..4], &["turn/started", "item/completed", "item/started", "item/delta"]);
+    assert_eq!(
+        &m[..4],
+        &[
+            "turn/started",
+            "item/completed",
+            "item/started",
+            "item/delta"
+        ]
+    );
     assert_eq!(m.last().unwrap(), "turn/completed");
     let deltas: String = all
         .iter()
@@ -99,5 +135,948 @@ fn fresh_turn_runs_to_completion_with_ephemeral_deltas() {
         .map(|f| f["params"]["delta"].as_str().unwrap())
         .collect();
     assert_eq!(deltas, "echo: hello there, agent");
-    assert_eq!(all[0]["id"], json!(2), "the ack precedes the events it causes");
+    assert_eq!(
+        all[0]["id"],
+        json!(2),
+        "the ack precedes the events it causes"
+    );
+}
+
+fn steer_p(n: u32, expected: &str, text: &str) -> Value {
+    json!({"sessionId": SID, "commandId": cid(n), "expectedTurnId": expected, "input": [{"type":"text","text": text}]})
+}
+
+#[test]
+fn handshake_rules() {
+    let mut h = Harness::new(HostConfig::new("/data", Durability::Durable, 7), T0);
+    let c = h.connect();
+    let f = req(&mut h, c, 1, "session/read", json!({"sessionId": SID}));
+    assert_eq!(
+        response(&f, 1)["error"]["data"]["kind"],
+        json!("notInitialized")
+    );
+    let f = req(
+        &mut h,
+        c,
+        2,
+        "initialize",
+        json!({"clientInfo": {"name": "bad-name", "version": "1"}}),
+    );
+    assert_eq!(response(&f, 2)["error"]["code"], json!(-32602));
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "initialize",
+        json!({"clientInfo": {"name": "ok", "version": "1"}}),
+    );
+    let r = &response(&f, 3)["result"];
+    assert_eq!(r["grantedCapabilities"], json!([]));
+    assert_eq!(r["sessionDurability"], json!("durable"));
+    assert_eq!(r["museHome"], json!("/data"));
+    // initialize answered, `initialized` not yet sent.
+    let f = req(&mut h, c, 4, "session/read", json!({"sessionId": SID}));
+    assert_eq!(
+        response(&f, 4)["error"]["data"]["kind"],
+        json!("notInitialized")
+    );
+    let f = req(
+        &mut h,
+        c,
+        5,
+        "initialize",
+        json!({"clientInfo": {"name": "ok", "version": "1"}}),
+    );
+    assert_eq!(
+        response(&f, 5)["error"]["data"]["kind"],
+        json!("alreadyInitialized")
+    );
+    h.send(c, &json!({"jsonrpc":"2.0","method":"initialized"}));
+    let f = req(&mut h, c, 6, "no/such", json!({}));
+    assert_eq!(response(&f, 6)["error"]["code"], json!(-32601));
+}
+
+#[test]
+fn error_precedence_params_before_session_and_ledger() {
+    let (mut h, c) = check(Durability::Durable);
+    // Missing commandId on an unknown session: params first.
+    let f = req(
+        &mut h,
+        c,
+        1,
+        "turn/start",
+        json!({"sessionId": SID, "input": [{"type":"text","text":"x"}]}),
+    );
+    assert_eq!(
+        response(&f, 1)["error"]["data"]["field"],
+        json!("commandId")
+    );
+    let f = turn(&mut h, c, 2, 9, "x", json!({}));
+    assert_eq!(response(&f, 2)["error"]["code"], json!(-32020));
+}
+
+#[test]
+fn duplicate_turn_start_applies_once_with_identical_ack() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let first = turn(&mut h, c, 2, 10, "!sleep 100 go", json!({}));
+    let dup = turn(&mut h, c, 3, 10, "!sleep 100 go", json!({}));
+    assert_eq!(response(&first, 2)["result"], response(&dup, 3)["result"]);
+    assert_eq!(
+        methods(&dup),
+        Vec::<String>::new(),
+        "a replay causes no events"
+    );
+    let conflict = turn(&mut h, c, 4, 10, "!sleep 100 other", json!({}));
+    assert_eq!(reason(&response(&conflict, 4)), "command_id_conflict");
+    assert_eq!(
+        methods(&conflict),
+        Vec::<String>::new(),
+        "a conflict is never applied"
+    );
+    let again = turn(&mut h, c, 5, 10, "!sleep 100 go", json!({}));
+    assert_eq!(
+        response(&again, 5)["result"],
+        response(&first, 2)["result"],
+        "the original answer is intact"
+    );
+}
+
+#[test]
+fn queue_steer_unqueue_and_reasons() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "!sleep 500 first", json!({}));
+    let q = turn(&mut h, c, 3, 11, "second", json!({"ifBusy": "queue"}));
+    let r = &response(&q, 3)["result"];
+    assert_eq!(
+        (
+            r["turnId"].clone(),
+            r["disposition"].clone(),
+            r["startedNewTurn"].clone()
+        ),
+        (json!(cid(11)), json!("queued"), json!(false))
+    );
+    let s = turn(&mut h, c, 4, 12, "more", json!({"ifBusy": "steer"}));
+    let r = &response(&s, 4)["result"];
+    assert_eq!(
+        (r["turnId"].clone(), r["disposition"].clone()),
+        (json!(cid(10)), json!("steered"))
+    );
+    let steered = s
+        .iter()
+        .find(|f| f["method"] == "item/completed")
+        .expect("steered item");
+    assert_eq!(steered["params"]["item"]["steered"], json!(true));
+    assert_eq!(steered["params"]["item"]["commandId"], json!(cid(12)));
+    // turn/steer rules.
+    let f = req(&mut h, c, 5, "turn/steer", steer_p(13, &cid(11), "x"));
+    assert_eq!(reason(&response(&f, 5)), "not_running");
+    let f = req(&mut h, c, 6, "turn/steer", steer_p(14, &cid(99), "x"));
+    assert_eq!(reason(&response(&f, 6)), "missing_run");
+    let f = req(&mut h, c, 7, "turn/steer", steer_p(15, &cid(10), "y"));
+    assert_eq!(response(&f, 7)["result"]["turnId"], json!(cid(10)));
+    // Unqueue the queued turn: turn/unqueued and never a terminal.
+    let f = req(
+        &mut h,
+        c,
+        8,
+        "turn/unqueue",
+        json!({"sessionId": SID, "commandId": cid(16), "turnId": cid(11)}),
+    );
+    assert_eq!(response(&f, 8)["result"]["turnId"], json!(cid(11)));
+    let unq = f
+        .iter()
+        .find(|f| f["method"] == "turn/unqueued")
+        .expect("turn/unqueued");
+    assert_eq!(unq["params"]["commandId"], json!(cid(11)));
+    assert_eq!(
+        unq["params"]["sourceRange"]["stream"]["kind"],
+        json!("session")
+    );
+    let f = req(
+        &mut h,
+        c,
+        9,
+        "turn/unqueue",
+        json!({"sessionId": SID, "commandId": cid(17), "turnId": cid(11)}),
+    );
+    assert_eq!(reason(&response(&f, 9)), "already_terminal");
+    let f = req(
+        &mut h,
+        c,
+        10,
+        "turn/unqueue",
+        json!({"sessionId": SID, "commandId": cid(18), "turnId": cid(10)}),
+    );
+    assert_eq!(reason(&response(&f, 10)), "already_launched");
+    let f = req(
+        &mut h,
+        c,
+        11,
+        "turn/unqueue",
+        json!({"sessionId": SID, "commandId": cid(19), "turnId": cid(98)}),
+    );
+    assert_eq!(reason(&response(&f, 11)), "missing_run");
+    h.advance(2000);
+    let rest = h.take(c);
+    let ended: Vec<&Value> = rest
+        .iter()
+        .filter(|f| f["method"] == "turn/completed")
+        .collect();
+    assert_eq!(
+        ended.len(),
+        1,
+        "only the running turn ends; the unqueued one never does"
+    );
+    let text = rest
+        .iter()
+        .find(|f| f["method"] == "item/completed" && f["params"]["item"]["kind"] == "agentMessage")
+        .unwrap();
+    assert_eq!(
+        text["params"]["item"]["text"],
+        json!("echo: !sleep 500 first | more | y")
+    );
+    // The queued turn/start settled applied at turn/unqueued: replay gives the ack.
+    let f = turn(&mut h, c, 12, 11, "second", json!({"ifBusy": "queue"}));
+    assert_eq!(response(&f, 12)["result"]["disposition"], json!("queued"));
+}
+
+#[test]
+fn queued_turn_launches_after_the_running_one_and_queue_is_bounded() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "!sleep 100 a", json!({}));
+    for i in 0..crate::core::QUEUE_MAX as u32 {
+        let f = turn(&mut h, c, 100 + i as u64, 20 + i, "q", json!({}));
+        assert_eq!(
+            response(&f, 100 + i as u64)["result"]["disposition"],
+            json!("queued")
+        );
+    }
+    let f = turn(&mut h, c, 3, 90, "overflow", json!({}));
+    assert_eq!(reason(&response(&f, 3)), "queue_full");
+    let f2 = turn(&mut h, c, 4, 90, "overflow", json!({}));
+    assert_eq!(
+        response(&f2, 4)["error"],
+        response(&f, 3)["error"],
+        "rejections replay identically"
+    );
+    h.advance(10_000);
+    let all = h.take(c);
+    let started: Vec<&Value> = all
+        .iter()
+        .filter(|f| f["method"] == "turn/started")
+        .collect();
+    assert_eq!(started.len(), crate::core::QUEUE_MAX);
+    assert_eq!(
+        started[0]["params"]["turnId"],
+        json!(cid(20)),
+        "queue order"
+    );
+}
+
+#[test]
+fn replace_cancels_running_turn_and_starts_ahead_of_queue() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "!sleep 500 a", json!({}));
+    turn(&mut h, c, 3, 11, "queued", json!({}));
+    let f = turn(
+        &mut h,
+        c,
+        4,
+        12,
+        "!sleep 500 now",
+        json!({"ifBusy": "replace"}),
+    );
+    let r = &response(&f, 4)["result"];
+    assert_eq!(
+        (
+            r["turnId"].clone(),
+            r["startedNewTurn"].clone(),
+            r["disposition"].clone()
+        ),
+        (json!(cid(12)), json!(true), json!("started"))
+    );
+    let m = methods(&f);
+    let cancelled = f.iter().find(|f| f["method"] == "turn/completed").unwrap();
+    assert_eq!(cancelled["params"]["terminal"], json!("cancelled"));
+    assert_eq!(cancelled["params"]["turnId"], json!(cid(10)));
+    let started = f.iter().find(|f| f["method"] == "turn/started").unwrap();
+    assert_eq!(started["params"]["turnId"], json!(cid(12)));
+    assert!(
+        m.iter().position(|x| x == "turn/completed") < m.iter().position(|x| x == "turn/started")
+    );
+}
+
+#[test]
+fn failed_launches_settle_rejected() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!fail-launch", json!({}));
+    assert_eq!(response(&f, 2)["result"]["disposition"], json!("started"));
+    assert!(
+        !methods(&f).contains(&"turn/started".to_string()),
+        "a failed launch has no start"
+    );
+    let done = f.iter().find(|f| f["method"] == "turn/completed").unwrap();
+    assert_eq!(done["params"]["terminal"], json!("failed"));
+    assert_eq!(done["params"]["error"]["kind"], json!("launchError"));
+    assert_eq!(done["params"]["error"]["retryable"], json!(true));
+    let f = turn(&mut h, c, 3, 10, "!fail-launch", json!({}));
+    assert_eq!(reason(&response(&f, 3)), "launch_failed");
+    // Deferred: queued behind a running turn, fails at launch.
+    turn(&mut h, c, 4, 11, "!sleep 50 a", json!({}));
+    let f = turn(&mut h, c, 5, 12, "!fail-launch", json!({}));
+    assert_eq!(response(&f, 5)["result"]["disposition"], json!("queued"));
+    h.advance(1000);
+    let f = turn(&mut h, c, 6, 12, "!fail-launch", json!({}));
+    assert_eq!(reason(&response(&f, 6)), "deferred_start_failed");
+}
+
+#[test]
+fn interrupt_and_cancel_are_carrierless_and_host_lifetime() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        2,
+        "turn/cancel",
+        json!({"sessionId": SID, "commandId": cid(30)}),
+    );
+    assert_eq!(reason(&response(&f, 2)), "missing_run");
+    turn(&mut h, c, 3, 10, "!sleep 500 a", json!({}));
+    turn(&mut h, c, 4, 11, "b", json!({}));
+    let f = req(
+        &mut h,
+        c,
+        5,
+        "turn/cancel",
+        json!({"sessionId": SID, "commandId": cid(31), "turnId": cid(11)}),
+    );
+    assert_eq!(reason(&response(&f, 5)), "not_running");
+    let f = req(
+        &mut h,
+        c,
+        6,
+        "turn/interrupt",
+        json!({"sessionId": SID, "commandId": cid(32)}),
+    );
+    assert_eq!(response(&f, 6)["result"]["turnId"], json!(cid(10)));
+    let m = methods(&f);
+    assert_eq!(
+        &m[..2],
+        &["turn/completed", "turn/started"],
+        "the head launches after the terminal"
+    );
+    let replay = req(
+        &mut h,
+        c,
+        7,
+        "turn/interrupt",
+        json!({"sessionId": SID, "commandId": cid(32)}),
+    );
+    assert_eq!(response(&replay, 7)["result"], response(&f, 6)["result"]);
+    assert!(methods(&replay).is_empty(), "a replay has no new effect");
+    let f = req(
+        &mut h,
+        c,
+        8,
+        "turn/cancel",
+        json!({"sessionId": SID, "commandId": cid(33), "turnId": cid(10)}),
+    );
+    assert_eq!(reason(&response(&f, 8)), "already_terminal");
+    // Nothing was recorded: the log holds no intake of these ids.
+    let log = h.disk.files[SID].contents();
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        !text.contains(&cid(32)),
+        "carrier-less rows write no intake record"
+    );
+}
+
+#[test]
+fn state_update_guards_revision_and_replays_rejection() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let upd = |n: u32, rev: u64| json!({"sessionId": SID, "commandId": cid(n), "expectedRevision": rev, "set": {"k": n}});
+    let f = req(&mut h, c, 2, "state/update", upd(40, 0));
+    assert_eq!(response(&f, 2)["result"]["revision"], json!(1));
+    assert_eq!(methods(&f), vec!["state/updated"]);
+    let f = req(&mut h, c, 3, "state/update", upd(41, 0));
+    let err = response(&f, 3)["error"].clone();
+    assert_eq!(err["data"]["reason"], json!("stale_revision"));
+    assert_eq!(err["data"]["currentRevision"], json!(1));
+    req(&mut h, c, 4, "state/update", upd(42, 1));
+    let f = req(&mut h, c, 5, "state/update", upd(41, 0));
+    assert_eq!(
+        response(&f, 5)["error"],
+        err,
+        "the recorded rejection replays, not a fresh decision"
+    );
+    let snap = req(&mut h, c, 6, "session/read", json!({"sessionId": SID}));
+    let state = &response(&snap, 6)["result"]["history"]["snapshot"]["state"];
+    assert_eq!(state["revision"], json!(2));
+    assert_eq!(state["kv"], json!({"k": 42}));
+}
+
+#[test]
+fn no_answer_or_event_before_its_intake_is_synced_and_syncs_are_shared() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let c2 = h.connect();
+    init(&mut h, c2);
+    h.hold_syncs = true;
+    let syncs_before = h.sync_count;
+    let f1 = req(
+        &mut h,
+        c,
+        2,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(50), "expectedRevision": 0, "set": {}}),
+    );
+    let f2 = req(
+        &mut h,
+        c2,
+        3,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(51), "expectedRevision": 0, "set": {}}),
+    );
+    let f3 = req(
+        &mut h,
+        c2,
+        4,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(52), "expectedRevision": 0, "set": {}}),
+    );
+    assert!(
+        f1.is_empty() && f2.is_empty() && f3.is_empty(),
+        "nothing leaves before the sync"
+    );
+    assert_eq!(
+        h.sync_count - syncs_before,
+        1,
+        "one sync in flight; later intakes wait for the next"
+    );
+    h.release_syncs();
+    assert_eq!(
+        h.sync_count - syncs_before,
+        2,
+        "the two later intakes shared one sync"
+    );
+    let a = h.take(c);
+    assert_eq!(response(&a, 2)["result"]["revision"], json!(1));
+    let b = h.take(c2);
+    assert_eq!(reason(&response(&b, 3)), "stale_revision");
+}
+
+#[test]
+fn crash_before_sync_loses_the_unacked_intake_and_replay_applies_it_once() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    h.hold_syncs = true;
+    let f = req(
+        &mut h,
+        c,
+        2,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(60), "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    assert!(f.is_empty());
+    h.crash();
+    h.hold_syncs = false;
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(61)}),
+    );
+    assert_eq!(
+        response(&f, 3)["result"]["history"]["snapshot"]["state"]["revision"],
+        json!(0)
+    );
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(60), "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    assert_eq!(response(&f, 4)["result"]["revision"], json!(1));
+    let again = req(
+        &mut h,
+        c,
+        5,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(60), "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    assert_eq!(response(&again, 5)["result"], response(&f, 4)["result"]);
+}
+
+#[test]
+fn durable_dedupe_survives_restart_and_torn_intake_settles_abandoned() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let first = turn(&mut h, c, 2, 10, "hello", json!({}));
+    h.crash();
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(70)}),
+    );
+    assert!(response(&f, 3).get("result").is_some());
+    let replay = turn(&mut h, c, 4, 10, "hello", json!({}));
+    assert_eq!(
+        response(&replay, 4)["result"],
+        response(&first, 2)["result"],
+        "dedupe survives a restart"
+    );
+    // Now a torn intake: only the `received` record reaches the disk.
+    h.hold_syncs = true;
+    req(
+        &mut h,
+        c,
+        5,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(71), "expectedRevision": 0, "set": {}}),
+    );
+    let volatile = h.disk.files[SID].volatile.clone();
+    let scan = crate::log::scan(&volatile);
+    let received_end = scan.frames[0].end_offset() as usize;
+    h.crash_torn(received_end);
+    h.hold_syncs = false;
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        6,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(72)}),
+    );
+    assert!(response(&f, 6).get("result").is_some());
+    let f = req(
+        &mut h,
+        c,
+        7,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(71), "expectedRevision": 0, "set": {}}),
+    );
+    assert_eq!(reason(&response(&f, 7)), "abandoned");
+    let again = req(
+        &mut h,
+        c,
+        8,
+        "state/update",
+        json!({"sessionId": SID, "commandId": cid(71), "expectedRevision": 0, "set": {}}),
+    );
+    assert_eq!(response(&again, 8)["error"], response(&f, 7)["error"]);
+}
+
+#[test]
+fn recovery_ends_running_turn_keeps_queue_and_launches_head() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "!sleep 1000 a", json!({}));
+    turn(&mut h, c, 3, 11, "b", json!({}));
+    h.crash();
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(80), "cursor": format!("v:{SID}:0")}),
+    );
+    let r = response(&f, 4);
+    assert_eq!(r["result"]["history"]["mode"], json!("none"));
+    let crash = f
+        .iter()
+        .find(|f| f["method"] == "turn/completed" && f["params"]["turnId"] == json!(cid(10)))
+        .expect("crash terminal");
+    assert_eq!(crash["params"]["terminal"], json!("failed"));
+    assert_eq!(crash["params"]["reason"], json!("crash"));
+    assert!(crash["params"].get("error").is_none());
+    let started = f
+        .iter()
+        .rev()
+        .find(|f| f["method"] == "turn/started")
+        .expect("queued head launched");
+    assert_eq!(started["params"]["turnId"], json!(cid(11)));
+    // Cursors strictly increase across the restart.
+    let cursors: Vec<(u64, u64)> = f
+        .iter()
+        .filter_map(|f| f["params"]["viewCursor"].as_str())
+        .map(crate::core::session::cursor_order)
+        .collect();
+    assert!(cursors.windows(2).all(|w| w[0] < w[1]), "{cursors:?}");
+}
+
+#[test]
+fn approvals_effects_and_their_errors() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let req_frame = f
+        .iter()
+        .find(|f| f["method"] == "approval/request")
+        .expect("server request");
+    assert!(req_frame["id"].is_u64());
+    let p = req_frame["params"].clone();
+    let aid = p["approvalId"].as_str().unwrap().to_string();
+    assert_eq!(p["toolName"], json!("keyed"));
+    assert_eq!(p["rawArgs"], json!("write-a"));
+    let pending = req(
+        &mut h,
+        c,
+        3,
+        "approval/listPending",
+        json!({"sessionId": SID}),
+    );
+    assert_eq!(
+        response(&pending, 3)["result"]["approvals"][0]["approvalId"],
+        json!(aid)
+    );
+    let decide = |n: u32, choice: &str, idx: u64| json!({"sessionId": SID, "commandId": cid(n), "approvalId": aid, "requirementId": {"approvalId": aid, "sourceIndex": idx}, "choiceId": choice});
+    let f = req(&mut h, c, 4, "approval/decide", decide(20, "nope", 0));
+    assert_eq!(response(&f, 4)["error"]["code"], json!(-32052));
+    let f = req(&mut h, c, 5, "approval/decide", decide(21, "approve", 3));
+    assert_eq!(response(&f, 5)["error"]["code"], json!(-32053));
+    let f = req(
+        &mut h,
+        c,
+        6,
+        "approval/decide",
+        json!({"sessionId": SID, "commandId": cid(22), "approvalId": "x", "requirementId": {"approvalId": "x", "sourceIndex": 0}, "choiceId": "approve"}),
+    );
+    assert_eq!(response(&f, 6)["error"]["code"], json!(-32050));
+    let ok = req(&mut h, c, 7, "approval/decide", decide(23, "approve", 0));
+    assert_eq!(response(&ok, 7)["result"]["terminal"], json!(true));
+    let resolved = ok
+        .iter()
+        .find(|f| f["method"] == "approval/resolved")
+        .unwrap();
+    assert_eq!(resolved["params"]["decidedByCommandId"], json!(cid(23)));
+    let done = ok
+        .iter()
+        .find(|f| f["method"] == "item/completed" && f["params"]["item"]["kind"] == "toolCall")
+        .unwrap();
+    assert_eq!(done["params"]["item"]["effectOutcome"], json!("committed"));
+    assert_eq!(h.disk.keyed.len(), 1);
+    let replay = req(&mut h, c, 8, "approval/decide", decide(23, "approve", 0));
+    assert_eq!(response(&replay, 8)["result"], response(&ok, 7)["result"]);
+    let f = req(&mut h, c, 9, "approval/decide", decide(24, "deny", 0));
+    let e = &response(&f, 9)["error"];
+    assert_eq!(e["code"], json!(-32051));
+    assert_eq!(e["data"]["resolution"]["decision"], json!("approved"));
+}
+
+#[test]
+fn tasks_stop_and_stop_all() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!task 5000 bg", json!({}));
+    let task = f
+        .iter()
+        .find(|f| f["method"] == "item/started" && f["params"]["item"]["tool"] == "background")
+        .unwrap();
+    let task_id = task["params"]["item"]["itemId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.advance(100);
+    let later = h.take(c);
+    assert!(
+        later.iter().any(|f| f["method"] == "turn/completed"),
+        "the turn does not wait for its task"
+    );
+    assert!(!later.iter().any(
+        |f| f["method"] == "item/completed" && f["params"]["item"]["itemId"] == json!(task_id)
+    ));
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "task/stop",
+        json!({"sessionId": SID, "commandId": cid(11), "taskId": task_id}),
+    );
+    assert_eq!(response(&f, 3)["result"]["taskId"], json!(task_id));
+    let done = f.iter().find(|f| f["method"] == "item/completed").unwrap();
+    assert_eq!(done["params"]["item"]["status"], json!("cancelled"));
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "task/stop",
+        json!({"sessionId": SID, "commandId": cid(12), "taskId": task_id}),
+    );
+    assert_eq!(reason(&response(&f, 4)), "already_terminal");
+    let f = req(
+        &mut h,
+        c,
+        5,
+        "task/stop",
+        json!({"sessionId": SID, "commandId": cid(13), "taskId": "nope"}),
+    );
+    assert_eq!(reason(&response(&f, 5)), "missing_task");
+    let f = req(
+        &mut h,
+        c,
+        6,
+        "task/stopAll",
+        json!({"sessionId": SID, "commandId": cid(14)}),
+    );
+    assert_eq!(
+        response(&f, 6)["result"],
+        json!({"commandId": cid(14), "status": "accepted"})
+    );
+}
+
+#[test]
+fn session_errors_in_use_not_loaded_not_found() {
+    let (mut h, c) = check(Durability::Durable);
+    let f = req(
+        &mut h,
+        c,
+        1,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(1)}),
+    );
+    assert_eq!(response(&f, 1)["error"]["code"], json!(-32020));
+    start(&mut h, c);
+    h.crash();
+    h.foreign_leases.push(SID.to_string());
+    let c = h.connect();
+    init(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "x", json!({}));
+    assert_eq!(response(&f, 2)["error"]["code"], json!(-32021));
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(2)}),
+    );
+    assert_eq!(response(&f, 3)["error"]["code"], json!(-32021));
+    // Reads work on a session another process holds.
+    let f = req(&mut h, c, 4, "session/read", json!({"sessionId": SID}));
+    assert_eq!(
+        response(&f, 4)["result"]["session"]["status"],
+        json!("notLoaded")
+    );
+    h.foreign_leases.clear();
+    let f = turn(&mut h, c, 5, 11, "x", json!({}));
+    assert_eq!(response(&f, 5)["error"]["code"], json!(-32024));
+}
+
+#[test]
+fn view_page_and_subscribe_cursors() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "hi", json!({}));
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "view/page",
+        json!({"sessionId": SID, "limit": 2}),
+    );
+    let r = &response(&f, 3)["result"];
+    assert_eq!(r["events"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        r["events"][0]["params"]["viewCursor"],
+        json!(format!("v:{SID}:1"))
+    );
+    assert_eq!(r["nextCursor"], json!(format!("v:{SID}:2")));
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "view/page",
+        json!({"sessionId": SID, "limit": 1000, "cursor": format!("v:{SID}:2")}),
+    );
+    let r = &response(&f, 4)["result"];
+    assert_eq!(
+        r["events"][0]["params"]["viewCursor"],
+        json!(format!("v:{SID}:3"))
+    );
+    assert_eq!(r["nextCursor"], Value::Null);
+    let f = req(
+        &mut h,
+        c,
+        5,
+        "view/page",
+        json!({"sessionId": SID, "limit": 1, "cursor": "v:other:1"}),
+    );
+    assert_eq!(
+        response(&f, 5)["error"]["data"]["reason"],
+        json!("missingAnchor")
+    );
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let f = req(
+        &mut h,
+        c2,
+        6,
+        "view/subscribe",
+        json!({"sessionId": SID, "after": format!("v:{SID}:2")}),
+    );
+    assert_eq!(f[0]["id"], json!(6));
+    let cursors: Vec<&str> = f[1..]
+        .iter()
+        .map(|f| f["params"]["viewCursor"].as_str().unwrap())
+        .collect();
+    assert_eq!(cursors[0], format!("v:{SID}:3"), "no gap");
+    let f = req(&mut h, c2, 7, "view/unsubscribe", json!({"sessionId": SID}));
+    assert_eq!(response(&f, 7)["result"], json!({}));
+}
+
+#[test]
+fn corrupt_log_fails_load_naming_offset_and_torn_tail_is_truncated() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "hi", json!({}));
+    h.crash();
+    let good = h.disk.files[SID].durable.clone();
+    // Torn tail: garbage half-frame at the end is cut on load.
+    h.disk
+        .files
+        .get_mut(SID)
+        .unwrap()
+        .durable
+        .extend_from_slice(b"MSPL\x01\x05");
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(3)}),
+    );
+    assert!(response(&f, 3).get("result").is_some());
+    assert!(h.disk.files[SID].durable.starts_with(&good));
+    assert!(
+        !h.disk.files[SID]
+            .contents()
+            .windows(6)
+            .any(|w| w == b"MSPL\x01\x05")
+            || h.disk.files[SID].contents().len() > good.len()
+    );
+    h.crash();
+    // Corruption before valid frames: the load fails and the file is untouched.
+    let mut bad = h.disk.files[SID].durable.clone();
+    bad[30] ^= 0xff;
+    h.disk.files.get_mut(SID).unwrap().durable = bad.clone();
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(4)}),
+    );
+    let e = &response(&f, 4)["error"];
+    assert_eq!(e["code"], json!(-32603));
+    assert_eq!(e["data"]["reason"], json!("logCorrupt"));
+    assert_eq!(e["data"]["offset"], json!(0));
+    assert_eq!(h.disk.files[SID].contents(), bad, "nothing is dropped");
+}
+
+#[test]
+fn ephemeral_sessions_die_with_their_host() {
+    let (mut h, c) = check(Durability::Ephemeral);
+    let f = start(&mut h, c);
+    assert_eq!(response(&f, 1)["result"]["session"]["path"], json!(""));
+    let t = turn(&mut h, c, 2, 10, "hi", json!({}));
+    let dup = turn(&mut h, c, 3, 10, "hi", json!({}));
+    assert_eq!(response(&t, 2)["result"], response(&dup, 3)["result"]);
+    assert!(h.disk.files.is_empty(), "an ephemeral host writes nothing");
+    h.crash();
+    let c = h.connect();
+    init(&mut h, c);
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(5)}),
+    );
+    assert_eq!(response(&f, 4)["error"]["code"], json!(-32020));
+}
+
+#[test]
+fn pending_commands_visible_from_another_connection() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "!sleep 500 a", json!({}));
+    turn(&mut h, c, 3, 11, "b", json!({}));
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let f = req(&mut h, c2, 4, "session/read", json!({"sessionId": SID}));
+    let state = &response(&f, 4)["result"]["history"]["snapshot"]["state"];
+    assert_eq!(
+        state["pendingCommands"],
+        json!([{"commandId": cid(11), "method": "turn/start"}])
+    );
+    assert_eq!(
+        state["queuedTurns"],
+        json!([{"turnId": cid(11), "commandId": cid(11)}])
+    );
+    assert_eq!(
+        state["activeTurn"],
+        json!({"turnId": cid(10), "commandId": cid(10)})
+    );
+}
+
+#[test]
+fn idle_session_unloads_and_notifies() {
+    let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
+    cfg.idle_unload_ms = 1000;
+    let mut h = Harness::new(cfg, T0);
+    let c = h.connect();
+    init(&mut h, c);
+    start(&mut h, c);
+    req(&mut h, c, 2, "view/unsubscribe", json!({"sessionId": SID}));
+    h.advance(1500);
+    let f = h.take(c);
+    let closed = f
+        .iter()
+        .find(|f| f["method"] == "session/closed")
+        .expect("session/closed");
+    assert_eq!(closed["params"]["reason"], json!("idle"));
+    assert!(h.disk.leases.is_empty(), "the lease is released on unload");
+    let f = turn(&mut h, c, 3, 10, "x", json!({}));
+    assert_eq!(response(&f, 3)["error"]["code"], json!(-32024));
+}
+
+#[test]
+fn one_seed_replays_bit_for_bit() {
+    let run = || {
+        let (mut h, c) = check(Durability::Durable);
+        start(&mut h, c);
+        turn(
+            &mut h,
+            c,
+            2,
+            10,
+            "!effect keyed w some text to echo",
+            json!({}),
+        );
+        turn(&mut h, c, 3, 11, "next", json!({}));
+        h.advance(5000);
+        h.take_raw(c)
+    };
+    assert_eq!(run(), run());
 }

@@ -15,7 +15,14 @@ use crate::proto::ids::id_key;
 impl Host {
     /// Emits a durable view event: numbered, recorded, staged for
     /// subscribers. `stream` is the source stream `(kind, id)`.
-    pub(crate) fn emit(&mut self, sid: &str, method: &str, mut params: Map<String, Value>, stream: (&str, &str), cause: Option<&str>) {
+    pub(crate) fn emit(
+        &mut self,
+        sid: &str,
+        method: &str,
+        mut params: Map<String, Value>,
+        stream: (&str, &str),
+        cause: Option<&str>,
+    ) {
         let record_id = self.mint_id();
         let now = self.now_ms;
         let l = self.loaded_mut(sid).expect("emit on a loaded session");
@@ -50,7 +57,12 @@ impl Host {
     }
 
     /// Emits an ephemeral view event (`n.k` cursor, never recorded).
-    pub(crate) fn emit_ephemeral(&mut self, sid: &str, method: &str, mut params: Map<String, Value>) {
+    pub(crate) fn emit_ephemeral(
+        &mut self,
+        sid: &str,
+        method: &str,
+        mut params: Map<String, Value>,
+    ) {
         let now = self.now_ms;
         let l = self.loaded_mut(sid).expect("loaded");
         l.ephemeral_k += 1;
@@ -65,27 +77,51 @@ impl Host {
         });
     }
 
-    fn emit_item(&mut self, sid: &str, method: &str, item: Value, turn_id: &str, cause: Option<&str>) {
+    fn emit_item(
+        &mut self,
+        sid: &str,
+        method: &str,
+        item: Value,
+        turn_id: &str,
+        cause: Option<&str>,
+    ) {
         let mut p = Map::new();
         p.insert("item".into(), item);
         self.emit(sid, method, p, ("run", turn_id), cause);
     }
 
     /// An item skeleton with the host's timestamp.
-    pub(crate) fn item(&self, item_id: &str, kind: &str, turn_id: &str, revision: u64, status: &str) -> Map<String, Value> {
+    pub(crate) fn item(
+        &self,
+        item_id: &str,
+        kind: &str,
+        turn_id: &str,
+        revision: u64,
+        status: &str,
+    ) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("itemId".into(), json!(item_id));
         m.insert("kind".into(), json!(kind));
         m.insert("turnId".into(), json!(turn_id));
         m.insert("revision".into(), json!(revision));
         m.insert("status".into(), json!(status));
-        m.insert("recordedAt".into(), json!(super::view::iso8601(self.now_ms)));
+        m.insert(
+            "recordedAt".into(),
+            json!(super::view::iso8601(self.now_ms)),
+        );
         m
     }
 
     /// Launches a turn. `queued` selects the failure reason
     /// (`deferred_start_failed` vs `launch_failed`).
-    pub(crate) fn launch(&mut self, sid: &str, turn_id: &str, command_id: &str, text: &str, queued: bool) {
+    pub(crate) fn launch(
+        &mut self,
+        sid: &str,
+        turn_id: &str,
+        command_id: &str,
+        text: &str,
+        queued: bool,
+    ) {
         let now = self.now_ms;
         let input = TurnInput {
             session_id: sid.to_string(),
@@ -94,14 +130,23 @@ impl Host {
         };
         match self.agent.launch(&input, now) {
             Err(message) => {
-                let reason = if queued { "deferred_start_failed" } else { "launch_failed" };
+                let reason = if queued {
+                    "deferred_start_failed"
+                } else {
+                    "launch_failed"
+                };
                 let mut p = Map::new();
                 p.insert("turnId".into(), json!(turn_id));
                 p.insert("terminal".into(), json!("failed"));
                 p.insert("reason".into(), json!(reason));
-                p.insert("error".into(), json!({"kind": "launchError", "message": message, "retryable": true}));
+                p.insert(
+                    "error".into(),
+                    json!({"kind": "launchError", "message": message, "retryable": true}),
+                );
                 self.emit(sid, "turn/completed", p, ("run", turn_id), Some(command_id));
-                let error = crate::proto::RpcError::command_rejected("turn/start", command_id, reason).to_value();
+                let error =
+                    crate::proto::RpcError::command_rejected("turn/start", command_id, reason)
+                        .to_value();
                 self.settle_if_pending(sid, command_id, Outcome::Rejected { error });
             }
             Ok(()) => {
@@ -113,7 +158,13 @@ impl Host {
                 let mut item = self.item(&item_id, "userMessage", turn_id, 1, "completed");
                 item.insert("text".into(), json!(text));
                 item.insert("commandId".into(), json!(command_id));
-                self.emit_item(sid, "item/completed", Value::Object(item), turn_id, Some(command_id));
+                self.emit_item(
+                    sid,
+                    "item/completed",
+                    Value::Object(item),
+                    turn_id,
+                    Some(command_id),
+                );
                 self.settle_if_pending(sid, command_id, Outcome::Applied);
                 let l = self.loaded_mut(sid).expect("loaded");
                 l.run = Some(Run {
@@ -166,7 +217,13 @@ impl Host {
         item.insert("text".into(), json!(text));
         item.insert("commandId".into(), json!(command_id));
         item.insert("steered".into(), json!(true));
-        self.emit_item(sid, "item/completed", Value::Object(item), turn_id, Some(command_id));
+        self.emit_item(
+            sid,
+            "item/completed",
+            Value::Object(item),
+            turn_id,
+            Some(command_id),
+        );
         let now = self.now_ms;
         self.agent.steer(turn_id, text, now);
         self.drive(sid);
@@ -199,7 +256,8 @@ impl Host {
                 Step::Delta(text) => {
                     if run.message.is_none() {
                         let item_id = self.mint_id();
-                        let mut item = self.item(&item_id, "agentMessage", &turn_id, 1, "inProgress");
+                        let mut item =
+                            self.item(&item_id, "agentMessage", &turn_id, 1, "inProgress");
                         item.remove("recordedAt");
                         item.insert("text".into(), json!(""));
                         let mut p = Map::new();
@@ -222,7 +280,8 @@ impl Host {
                         Some((id, acc)) => (id, acc, 2),
                         None => (self.mint_id(), text, 1),
                     };
-                    let mut item = self.item(&item_id, "agentMessage", &turn_id, revision, "completed");
+                    let mut item =
+                        self.item(&item_id, "agentMessage", &turn_id, revision, "completed");
                     item.insert("text".into(), json!(text));
                     item.extend(extra);
                     self.emit_item(sid, "item/completed", Value::Object(item), &turn_id, None);
@@ -245,7 +304,10 @@ impl Host {
                     self.emit_item(sid, "item/started", Value::Object(item), &turn_id, None);
                     if let Some(ms) = background_ms {
                         let end = now.saturating_add(ms);
-                        self.loaded_mut(sid).expect("loaded").task_ends.insert(item_id.clone(), end);
+                        self.loaded_mut(sid)
+                            .expect("loaded")
+                            .task_ends
+                            .insert(item_id.clone(), end);
                     }
                     match (approval, approval_id) {
                         (Some(spec), Some(approval_id)) => {
@@ -269,7 +331,10 @@ impl Host {
                             self.emit(sid, "approval/requested", p, ("run", &turn_id), None);
                             let l = self.loaded_mut(sid).expect("loaded");
                             let last = l.staged.last().cloned();
-                            if let Some(Staged::Note { params, durable_at, .. }) = last {
+                            if let Some(Staged::Note {
+                                params, durable_at, ..
+                            }) = last
+                            {
                                 l.staged.push(Staged::Request {
                                     method: "approval/request".into(),
                                     params,
@@ -293,7 +358,10 @@ impl Host {
                     p.insert("turnId".into(), json!(turn_id));
                     p.insert("terminal".into(), json!(f.terminal));
                     if !f.extra.contains_key("durationMs") {
-                        p.insert("durationMs".into(), json!(now.saturating_sub(run.started_ms)));
+                        p.insert(
+                            "durationMs".into(),
+                            json!(now.saturating_sub(run.started_ms)),
+                        );
                     }
                     p.extend(f.extra);
                     self.emit(sid, "turn/completed", p, ("run", &turn_id), None);
@@ -308,11 +376,20 @@ impl Host {
     }
 
     fn run_mut(&mut self, sid: &str) -> &mut Run {
-        self.loaded_mut(sid).and_then(|l| l.run.as_mut()).expect("running turn")
+        self.loaded_mut(sid)
+            .and_then(|l| l.run.as_mut())
+            .expect("running turn")
     }
 
     /// Completes an item with a new revision and status.
-    fn complete_item(&mut self, sid: &str, item_id: &str, status: &str, extra: Map<String, Value>, cause: Option<&str>) {
+    fn complete_item(
+        &mut self,
+        sid: &str,
+        item_id: &str,
+        status: &str,
+        extra: Map<String, Value>,
+        cause: Option<&str>,
+    ) {
         let Some(old) = self.loaded(sid).and_then(|l| l.s.item(item_id)).cloned() else {
             return;
         };
@@ -320,7 +397,10 @@ impl Host {
         let revision = old["revision"].as_u64().unwrap_or(1) + 1;
         item.insert("revision".into(), json!(revision));
         item.insert("status".into(), json!(status));
-        item.insert("recordedAt".into(), json!(super::view::iso8601(self.now_ms)));
+        item.insert(
+            "recordedAt".into(),
+            json!(super::view::iso8601(self.now_ms)),
+        );
         item.extend(extra);
         let turn_id = old["turnId"].as_str().unwrap_or_default().to_string();
         self.emit_item(sid, "item/completed", Value::Object(item), &turn_id, cause);
@@ -328,13 +408,23 @@ impl Host {
 
     /// Ends the running turn for a reason of the host's (cancel, replace,
     /// shutdown, crash). Does not launch the next one.
-    pub(crate) fn end_running_turn(&mut self, sid: &str, terminal: &str, reason: Option<&str>, error: Option<Value>) {
+    pub(crate) fn end_running_turn(
+        &mut self,
+        sid: &str,
+        terminal: &str,
+        reason: Option<&str>,
+        error: Option<Value>,
+    ) {
         let Some(turn_id) = self.loaded(sid).and_then(|l| l.s.running.clone()) else {
             return;
         };
         let run = self.loaded_mut(sid).and_then(|l| l.run.take());
         self.agent.end(&turn_id);
-        let item_status = if terminal == "cancelled" { "cancelled" } else { "failed" };
+        let item_status = if terminal == "cancelled" {
+            "cancelled"
+        } else {
+            "failed"
+        };
         if let Some(run) = &run {
             if let Some((item_id, text)) = &run.message {
                 let mut item = self.item(item_id, "agentMessage", &turn_id, 2, item_status);
@@ -350,7 +440,10 @@ impl Host {
         p.insert("turnId".into(), json!(turn_id));
         p.insert("terminal".into(), json!(terminal));
         if let Some(run) = &run {
-            p.insert("durationMs".into(), json!(self.now_ms.saturating_sub(run.started_ms)));
+            p.insert(
+                "durationMs".into(),
+                json!(self.now_ms.saturating_sub(run.started_ms)),
+            );
         }
         if let Some(r) = reason {
             p.insert("reason".into(), json!(r));
@@ -369,7 +462,16 @@ impl Host {
                 l.s.pending_approvals()
                     .into_iter()
                     .filter(|a| turn.is_none_or(|t| a.turn_id == t))
-                    .map(|a| (a.params["approvalId"].as_str().unwrap_or_default().to_string(), a.item_id.clone(), a.turn_id.clone()))
+                    .map(|a| {
+                        (
+                            a.params["approvalId"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string(),
+                            a.item_id.clone(),
+                            a.turn_id.clone(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -400,7 +502,10 @@ impl Host {
         if let Some(l) = self.loaded_mut(sid) {
             l.task_ends.remove(task_id);
         }
-        let running = self.loaded(sid).and_then(|l| l.s.tasks.get(task_id)).is_some_and(|t| t.running);
+        let running = self
+            .loaded(sid)
+            .and_then(|l| l.s.tasks.get(task_id))
+            .is_some_and(|t| t.running);
         if running {
             self.complete_item(sid, task_id, status, Map::new(), None);
         }
@@ -411,7 +516,13 @@ impl Host {
         let now = self.now_ms;
         let due: Vec<String> = self
             .loaded(sid)
-            .map(|l| l.task_ends.iter().filter(|(_, e)| **e <= now).map(|(t, _)| t.clone()).collect())
+            .map(|l| {
+                l.task_ends
+                    .iter()
+                    .filter(|(_, e)| **e <= now)
+                    .map(|(t, _)| t.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         for t in &due {
             self.stop_task(sid, t, "completed");
@@ -423,8 +534,18 @@ impl Host {
 
     /// After an approval was decided: run the effect (once the decision is
     /// durable) or let the agent go on.
-    pub(crate) fn after_decision(&mut self, sid: &str, item_id: &str, turn_id: &str, decision: &str) {
-        let item = self.loaded(sid).and_then(|l| l.s.item(item_id)).cloned().unwrap_or(Value::Null);
+    pub(crate) fn after_decision(
+        &mut self,
+        sid: &str,
+        item_id: &str,
+        turn_id: &str,
+        decision: &str,
+    ) {
+        let item = self
+            .loaded(sid)
+            .and_then(|l| l.s.item(item_id))
+            .cloned()
+            .unwrap_or(Value::Null);
         let provider = item["tool"].as_str().unwrap_or_default().to_string();
         let has_effect = matches!(provider.as_str(), "keyed" | "unkeyed");
         let approved = decision.starts_with("approved");
@@ -461,7 +582,10 @@ impl Host {
 
     fn resume_turn(&mut self, sid: &str, turn_id: &str, decision: &str, outcome: Option<&str>) {
         let now = self.now_ms;
-        let running = self.loaded(sid).and_then(|l| l.run.as_ref()).is_some_and(|r| r.turn_id == turn_id);
+        let running = self
+            .loaded(sid)
+            .and_then(|l| l.run.as_ref())
+            .is_some_and(|r| r.turn_id == turn_id);
         if running {
             self.agent.resolved(turn_id, decision, outcome, now);
             let r = self.run_mut(sid);
@@ -482,8 +606,10 @@ impl Host {
             let ready: Vec<(u64, EffectWait, Output)> = match self.loaded_mut(&sid) {
                 Some(l) => {
                     let synced = l.synced_bytes;
-                    let (ready, keep): (Vec<_>, Vec<_>) =
-                        l.pending_effects.drain(..).partition(|(upto, ..)| !durable || *upto <= synced);
+                    let (ready, keep): (Vec<_>, Vec<_>) = l
+                        .pending_effects
+                        .drain(..)
+                        .partition(|(upto, ..)| !durable || *upto <= synced);
                     l.pending_effects = keep;
                     ready.into_iter().map(|(_, t, w, o)| (t, w, o)).collect()
                 }
@@ -503,7 +629,11 @@ impl Host {
         if self.loaded(&w.session).is_none() {
             return;
         }
-        let status = if outcome == EffectOutcome::Committed { "completed" } else { "failed" };
+        let status = if outcome == EffectOutcome::Committed {
+            "completed"
+        } else {
+            "failed"
+        };
         let mut extra = Map::new();
         extra.insert("effectOutcome".into(), json!(outcome.as_str()));
         self.complete_item(&w.session, &w.item_id, status, extra, None);
@@ -517,7 +647,13 @@ impl Host {
         self.end_running_turn(sid, terminal, reason, None);
         let tasks: Vec<String> = self
             .loaded(sid)
-            .map(|l| l.s.tasks.iter().filter(|(_, t)| t.running).map(|(k, _)| k.clone()).collect())
+            .map(|l| {
+                l.s.tasks
+                    .iter()
+                    .filter(|(_, t)| t.running)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         for t in tasks {
             self.stop_task(sid, &t, "cancelled");
@@ -531,13 +667,12 @@ impl Host {
     pub(crate) fn recover(&mut self, sid: &str, _running: Option<String>) {
         let entries: Vec<(String, String, u64)> = {
             let l = self.loaded(sid).expect("loaded");
-            let mut v: Vec<_> = l
-                .s
-                .ledger
-                .values()
-                .filter(|e| e.outcome.is_none())
-                .map(|e| (e.command_id.clone(), e.method.clone(), e.seq))
-                .collect();
+            let mut v: Vec<_> =
+                l.s.ledger
+                    .values()
+                    .filter(|e| e.outcome.is_none())
+                    .map(|e| (e.command_id.clone(), e.method.clone(), e.seq))
+                    .collect();
             v.sort_by_key(|e| e.2);
             v
         };
@@ -546,7 +681,9 @@ impl Host {
             let key = id_key(&command_id);
             let steered = l.s.ledger[&key].answer_disposition() == Some("steered");
             let turn = if method == "turn/start" && !steered {
-                l.s.ledger[&key].answer_turn_id().and_then(|t| l.s.turns.get(&t).cloned())
+                l.s.ledger[&key]
+                    .answer_turn_id()
+                    .and_then(|t| l.s.turns.get(&t).cloned())
             } else {
                 None
             };
@@ -560,7 +697,12 @@ impl Host {
                         "launch_failed"
                     };
                     Outcome::Rejected {
-                        error: crate::proto::RpcError::command_rejected(&method, &command_id, reason).to_value(),
+                        error: crate::proto::RpcError::command_rejected(
+                            &method,
+                            &command_id,
+                            reason,
+                        )
+                        .to_value(),
                     }
                 }
                 _ if l.s.effect_seen.contains(&key) => Outcome::Applied,
@@ -583,7 +725,13 @@ impl Host {
         }
         let tasks: Vec<String> = self
             .loaded(sid)
-            .map(|l| l.s.tasks.iter().filter(|(_, t)| t.running).map(|(k, _)| k.clone()).collect())
+            .map(|l| {
+                l.s.tasks
+                    .iter()
+                    .filter(|(_, t)| t.running)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         for t in tasks {
             self.complete_item(sid, &t, "failed", Map::new(), None);
@@ -600,7 +748,11 @@ impl Host {
             .map(|l| {
                 l.s.approvals
                     .values()
-                    .filter(|a| a.decision.as_deref().is_some_and(|d| d.starts_with("approved")))
+                    .filter(|a| {
+                        a.decision
+                            .as_deref()
+                            .is_some_and(|d| d.starts_with("approved"))
+                    })
                     .filter_map(|a| {
                         let item = l.s.item(&a.item_id)?;
                         (item["status"] == "inProgress").then(|| {

@@ -56,7 +56,11 @@ pub fn session_value(s: &Session, status: &str, path: &str) -> Value {
 }
 
 fn turn_ref(s: &Session, turn_id: &str) -> Value {
-    let command_id = s.turns.get(turn_id).map(|t| t.command_id.clone()).unwrap_or_default();
+    let command_id = s
+        .turns
+        .get(turn_id)
+        .map(|t| t.command_id.clone())
+        .unwrap_or_default();
     json!({"turnId": turn_id, "commandId": command_id})
 }
 
@@ -99,13 +103,26 @@ pub fn pending_requests_value(s: &Session) -> Value {
 
 /// Unframed page events (`{method, params}`).
 fn page(s: &Session, synced_bytes: u64, limit: usize, after: Option<u64>, backward: bool) -> Value {
-    let durable: Vec<_> = s.events.iter().filter(|e| e.durable_at <= synced_bytes).collect();
+    let durable: Vec<_> = s
+        .events
+        .iter()
+        .filter(|e| e.durable_at <= synced_bytes)
+        .collect();
     let picked: Vec<_> = if backward {
         let below = after.unwrap_or(u64::MAX);
-        durable.iter().rev().filter(|e| e.n < below).take(limit + 1).collect()
+        durable
+            .iter()
+            .rev()
+            .filter(|e| e.n < below)
+            .take(limit + 1)
+            .collect()
     } else {
         let above = after.unwrap_or(0);
-        durable.iter().filter(|e| e.n > above).take(limit + 1).collect()
+        durable
+            .iter()
+            .filter(|e| e.n > above)
+            .take(limit + 1)
+            .collect()
     };
     let more = picked.len() > limit;
     let events: Vec<Value> = picked
@@ -114,7 +131,10 @@ fn page(s: &Session, synced_bytes: u64, limit: usize, after: Option<u64>, backwa
         .map(|e| json!({"method": e.method, "params": e.params}))
         .collect();
     let next = if more {
-        picked.get(limit - 1).map(|e| json!(s.cursor(e.n))).unwrap_or(Value::Null)
+        picked
+            .get(limit - 1)
+            .map(|e| json!(s.cursor(e.n)))
+            .unwrap_or(Value::Null)
     } else {
         Value::Null
     };
@@ -124,7 +144,11 @@ fn page(s: &Session, synced_bytes: u64, limit: usize, after: Option<u64>, backwa
 impl Host {
     pub(crate) fn session_json(&self, sid: &str) -> Value {
         let l = self.loaded(sid).expect("loaded");
-        let status = if l.s.running.is_some() { "running" } else { "idle" };
+        let status = if l.s.running.is_some() {
+            "running"
+        } else {
+            "idle"
+        };
         session_value(&l.s, status, &self.log_path(sid))
     }
 
@@ -139,15 +163,22 @@ impl Host {
     /// Subscribes `conn` and sends the durable events after `after`
     /// (each behind its own sync gate); live events follow.
     pub(crate) fn subscribe_after(&mut self, conn: ConnId, sid: &str, after: &str) {
+        // Staged events go to the current subscribers first; the backlog
+        // below then covers them exactly once for the new one.
+        self.flush(sid);
         let Some(l) = self.loaded(sid) else { return };
         let after_n = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
-        let backlog: Vec<(Vec<u8>, u64)> = l
-            .s
-            .events
-            .iter()
-            .filter(|e| e.n > after_n)
-            .map(|e| (envelope::notification_line(&e.method, &e.params, e.emitted_at_ms), e.durable_at))
-            .collect();
+        let backlog: Vec<(Vec<u8>, u64)> =
+            l.s.events
+                .iter()
+                .filter(|e| e.n > after_n)
+                .map(|e| {
+                    (
+                        envelope::notification_line(&e.method, &e.params, e.emitted_at_ms),
+                        e.durable_at,
+                    )
+                })
+                .collect();
         for (line, at) in backlog {
             let gate = self.loaded(sid).and_then(|l| self.gate_at(l, at));
             self.enqueue(conn, line, gate, None);
@@ -161,7 +192,11 @@ impl Host {
     /// Re-issues pending approvals to `conn` as `approval/request`.
     pub(crate) fn reissue_approvals(&mut self, conn: ConnId, sid: &str) {
         let Some(l) = self.loaded(sid) else { return };
-        let pending: Vec<Value> = l.s.pending_approvals().iter().map(|a| a.params.clone()).collect();
+        let pending: Vec<Value> =
+            l.s.pending_approvals()
+                .iter()
+                .map(|a| a.params.clone())
+                .collect();
         let gate = self.gate_now(sid);
         for params in pending {
             let id = self.next_server_request_id(conn);
@@ -170,7 +205,13 @@ impl Host {
         }
     }
 
-    pub(crate) fn read(&mut self, conn: ConnId, id: &RequestId, r: Read, io: Option<IoAnswer>) -> Flow {
+    pub(crate) fn read(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        r: Read,
+        io: Option<IoAnswer>,
+    ) -> Flow {
         let sid = r.session_id().to_string();
         if let Read::Unsubscribe { .. } = r {
             if let Some(l) = self.loaded_mut(&sid) {
@@ -233,14 +274,24 @@ impl Host {
                     None => s.head_n(),
                 };
                 let head = s.cursor(s.head_n());
-                self.respond(conn, id, &super::record::Answer::Result(json!({"viewCursor": head})), None);
+                self.respond(
+                    conn,
+                    id,
+                    &super::record::Answer::Result(json!({"viewCursor": head})),
+                    None,
+                );
                 for e in s.events.iter().filter(|e| e.n > after_n) {
                     let line = envelope::notification_line(&e.method, &e.params, e.emitted_at_ms);
                     self.enqueue(conn, line, None, None);
                 }
                 return Flow::Done;
             }
-            Read::Page { limit, cursor, backward, .. } => {
+            Read::Page {
+                limit,
+                cursor,
+                backward,
+                ..
+            } => {
                 let after = match cursor.as_deref().map(|c| s.parse_cursor(c)) {
                     Some(None) => {
                         self.respond_err(conn, id, RpcError::missing_anchor(&sid));
@@ -285,7 +336,12 @@ impl Host {
                 self.respond(conn, id, &answer(json!({"viewCursor": head})), None);
                 self.subscribe_after(conn, sid, &after);
             }
-            Read::Page { limit, cursor, backward, .. } => {
+            Read::Page {
+                limit,
+                cursor,
+                backward,
+                ..
+            } => {
                 let after = match cursor.as_deref().map(|c| l.s.parse_cursor(c)) {
                     Some(None) => {
                         self.respond_err(conn, id, RpcError::missing_anchor(sid));

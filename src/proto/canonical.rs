@@ -30,8 +30,14 @@ mod tests {
 
     #[test]
     fn different_values_or_methods_differ() {
-        assert_ne!(signature("m", &json!({"a":1})), signature("m", &json!({"a":2})));
-        assert_ne!(signature("m", &json!({"a":1})), signature("n", &json!({"a":1})));
+        assert_ne!(
+            signature("m", &json!({"a":1})),
+            signature("m", &json!({"a":2}))
+        );
+        assert_ne!(
+            signature("m", &json!({"a":1})),
+            signature("n", &json!({"a":1}))
+        );
     }
 
     #[test]

@@ -58,7 +58,12 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
     let fail = |id: Value, error: RpcError| Err(EnvelopeError { id, error });
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
-        Err(e) => return fail(Value::Null, RpcError::parse_error(format!("invalid UTF-8: {e}"))),
+        Err(e) => {
+            return fail(
+                Value::Null,
+                RpcError::parse_error(format!("invalid UTF-8: {e}")),
+            )
+        }
     };
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
@@ -90,7 +95,10 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
     }
     let reply_id = id.clone().unwrap_or(Value::Null);
     if obj.get("jsonrpc") != Some(&json!("2.0")) {
-        return fail(reply_id, RpcError::invalid_request("jsonrpc must be \"2.0\""));
+        return fail(
+            reply_id,
+            RpcError::invalid_request("jsonrpc must be \"2.0\""),
+        );
     }
     match obj.remove("method") {
         Some(Value::String(method)) => {
@@ -109,7 +117,10 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
                 None => Ok(Incoming::Notification { method }),
             }
         }
-        Some(_) => fail(reply_id, RpcError::invalid_request("method must be a string")),
+        Some(_) => fail(
+            reply_id,
+            RpcError::invalid_request("method must be a string"),
+        ),
         None => match id {
             Some(id) if obj.contains_key("result") || obj.contains_key("error") => {
                 Ok(Incoming::Response { id })
@@ -132,7 +143,9 @@ pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
 
 /// A notification line (with `\n`) carrying `emittedAtMs`.
 pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Vec<u8> {
-    line(&json!({ "jsonrpc": "2.0", "method": method, "params": params, "emittedAtMs": emitted_at_ms }))
+    line(
+        &json!({ "jsonrpc": "2.0", "method": method, "params": params, "emittedAtMs": emitted_at_ms }),
+    )
 }
 
 /// A server-to-client request line (with `\n`).

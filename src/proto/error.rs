@@ -41,7 +41,12 @@ impl RpcError {
 
     /// -32700: the line is not JSON (or not UTF-8, or nested too deep).
     pub fn parse_error(detail: impl std::fmt::Display) -> Self {
-        Self::new(-32700, "parseError", false, format!("parse error: {detail}"))
+        Self::new(
+            -32700,
+            "parseError",
+            false,
+            format!("parse error: {detail}"),
+        )
     }
     /// -32600: not a request object, a bad `id`, or a batch.
     pub fn invalid_request(message: impl Into<String>) -> Self {
@@ -57,8 +62,13 @@ impl RpcError {
     }
     /// -32601: no such method.
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(-32601, "methodNotFound", false, format!("unknown method {method}"))
-            .with("method", json!(method))
+        Self::new(
+            -32601,
+            "methodNotFound",
+            false,
+            format!("unknown method {method}"),
+        )
+        .with("method", json!(method))
     }
     /// -32602: missing or ill-typed params; `field` names the member.
     pub fn invalid_params(field: &str, message: impl Into<String>) -> Self {
@@ -70,8 +80,13 @@ impl RpcError {
     }
     /// -32603 `storageUnavailable`: the intake could not be made durable.
     pub fn storage_unavailable(detail: impl std::fmt::Display) -> Self {
-        Self::new(-32603, "internal", true, format!("storage unavailable: {detail}"))
-            .with("reason", json!("storageUnavailable"))
+        Self::new(
+            -32603,
+            "internal",
+            true,
+            format!("storage unavailable: {detail}"),
+        )
+        .with("reason", json!("storageUnavailable"))
     }
     /// -32603 `logCorrupt`: a session log has a bad record before its tail.
     pub fn log_corrupt(file: &str, offset: u64, detail: impl std::fmt::Display) -> Self {
@@ -91,8 +106,13 @@ impl RpcError {
     }
     /// -32002: a frame over the limit.
     pub fn input_too_large(limit_bytes: usize) -> Self {
-        Self::new(-32002, "inputTooLarge", false, "frame exceeds the inbound limit")
-            .with("limitBytes", json!(limit_bytes))
+        Self::new(
+            -32002,
+            "inputTooLarge",
+            false,
+            "frame exceeds the inbound limit",
+        )
+        .with("limitBytes", json!(limit_bytes))
     }
     /// -32011 `missingAnchor`: a cursor this session never issued.
     pub fn missing_anchor(session_id: &str) -> Self {
@@ -102,8 +122,13 @@ impl RpcError {
     }
     /// -32020: no such session here.
     pub fn session_not_found(session_id: &str) -> Self {
-        Self::new(-32020, "sessionNotFound", false, format!("session {session_id} not found"))
-            .with("sessionId", json!(session_id))
+        Self::new(
+            -32020,
+            "sessionNotFound",
+            false,
+            format!("session {session_id} not found"),
+        )
+        .with("sessionId", json!(session_id))
     }
     /// -32021: another process holds the session's lease.
     pub fn session_in_use(session_id: &str) -> Self {
@@ -143,9 +168,14 @@ impl RpcError {
     }
     /// -32051: decided by another command.
     pub fn approval_already_resolved(approval_id: &str, resolution: Value) -> Self {
-        Self::new(-32051, "approvalAlreadyResolved", false, "approval already resolved")
-            .with("approvalId", json!(approval_id))
-            .with("resolution", resolution)
+        Self::new(
+            -32051,
+            "approvalAlreadyResolved",
+            false,
+            "approval already resolved",
+        )
+        .with("approvalId", json!(approval_id))
+        .with("resolution", resolution)
     }
     /// -32052: `choiceId` not offered.
     pub fn approval_choice_invalid(approval_id: &str, choice_id: &str) -> Self {
@@ -216,7 +246,10 @@ mod tests {
         ];
         for e in all {
             assert!(e.data.get("kind").is_some_and(Value::is_string), "{e}");
-            assert!(e.data.get("retryable").is_some_and(Value::is_boolean), "{e}");
+            assert!(
+                e.data.get("retryable").is_some_and(Value::is_boolean),
+                "{e}"
+            );
             assert_eq!(RpcError::from_value(&e.to_value()), Some(e.clone()));
         }
     }
@@ -224,7 +257,13 @@ mod tests {
     #[test]
     fn retryable_rows() {
         assert_eq!(RpcError::overloaded("x").data["retryable"], json!(true));
-        assert_eq!(RpcError::storage_unavailable("x").data["retryable"], json!(true));
-        assert_eq!(RpcError::command_rejected("m", "c", "r").data["retryable"], json!(false));
+        assert_eq!(
+            RpcError::storage_unavailable("x").data["retryable"],
+            json!(true)
+        );
+        assert_eq!(
+            RpcError::command_rejected("m", "c", "r").data["retryable"],
+            json!(false)
+        );
     }
 }

@@ -299,7 +299,10 @@ fn turn_id(p: &P, f: &str) -> Result<String, RpcError> {
     if is_uuid_v7(s) {
         Ok(s.to_string())
     } else {
-        Err(RpcError::invalid_params(f, format!("{f} must be a UUIDv7 turn id")))
+        Err(RpcError::invalid_params(
+            f,
+            format!("{f} must be a UUIDv7 turn id"),
+        ))
     }
 }
 
@@ -330,7 +333,12 @@ fn input_text(p: &P) -> Result<(String, Value), RpcError> {
         }
         let text = match obj.get("text") {
             Some(Value::String(s)) => s,
-            _ => return Err(RpcError::invalid_params("input.text", "text must be a string")),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "input.text",
+                    "text must be a string",
+                ))
+            }
         };
         texts.push(text.as_str());
         norm.push(json!({"type": "text", "text": text}));
@@ -344,11 +352,21 @@ pub fn parse_request(method: &str, params: &Map<String, Value>) -> Result<Parsed
     if method == "initialize" {
         let ci = match p.opt("clientInfo") {
             Some(Value::Object(o)) => o,
-            _ => return Err(RpcError::invalid_params("clientInfo", "clientInfo is required")),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "clientInfo",
+                    "clientInfo is required",
+                ))
+            }
         };
         let name = match ci.get("name") {
             Some(Value::String(s)) => s,
-            _ => return Err(RpcError::invalid_params("clientInfo.name", "name is required")),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "clientInfo.name",
+                    "name is required",
+                ))
+            }
         };
         let ok = !name.is_empty()
             && name
@@ -379,7 +397,12 @@ pub fn parse_request(method: &str, params: &Map<String, Value>) -> Result<Parsed
                 "commandId must be a UUIDv7",
             ))
         }
-        None => return Err(RpcError::invalid_params("commandId", "commandId is required")),
+        None => {
+            return Err(RpcError::invalid_params(
+                "commandId",
+                "commandId is required",
+            ))
+        }
     };
     let (command, normalized) = parse_command(method, &p)?;
     Ok(Parsed::Command(CommandRequest {
@@ -403,7 +426,9 @@ fn parse_read(method: &str, p: &P) -> Result<Read, RpcError> {
                 Some(Value::Number(n)) => n.as_u64().filter(|l| (1..=1000).contains(l)),
                 _ => None,
             }
-            .ok_or_else(|| RpcError::invalid_params("limit", "limit must be an integer in 1..=1000"))?;
+            .ok_or_else(|| {
+                RpcError::invalid_params("limit", "limit must be an integer in 1..=1000")
+            })?;
             let backward = match p.opt_str("direction")? {
                 None | Some("forward") => false,
                 Some("backward") => true,
@@ -489,7 +514,13 @@ fn parse_command(method: &str, p: &P) -> Result<(Command, Value), RpcError> {
             let session_id = p.session()?;
             let turn_id = turn_id(p, "turnId")?;
             let norm = json!({"sessionId": session_id, "turnId": turn_id});
-            (Command::TurnUnqueue { session_id, turn_id }, norm)
+            (
+                Command::TurnUnqueue {
+                    session_id,
+                    turn_id,
+                },
+                norm,
+            )
         }
         "turn/interrupt" | "turn/cancel" => {
             let session_id = p.session()?;
@@ -500,18 +531,38 @@ fn parse_command(method: &str, p: &P) -> Result<(Command, Value), RpcError> {
             match p.opt("retract") {
                 None | Some(Value::Bool(false)) => {}
                 Some(Value::Bool(true)) => {
-                    return Err(RpcError::invalid_params("retract", "retract is not supported"))
+                    return Err(RpcError::invalid_params(
+                        "retract",
+                        "retract is not supported",
+                    ))
                 }
-                Some(_) => return Err(RpcError::invalid_params("retract", "retract must be a boolean")),
+                Some(_) => {
+                    return Err(RpcError::invalid_params(
+                        "retract",
+                        "retract must be a boolean",
+                    ))
+                }
             }
             let norm = json!({"sessionId": session_id, "turnId": turn_id});
-            (Command::TurnStop { session_id, turn_id }, norm)
+            (
+                Command::TurnStop {
+                    session_id,
+                    turn_id,
+                },
+                norm,
+            )
         }
         "task/stop" => {
             let session_id = p.session()?;
             let task_id = p.str("taskId")?.to_string();
             let norm = json!({"sessionId": session_id, "taskId": task_id});
-            (Command::TaskStop { session_id, task_id }, norm)
+            (
+                Command::TaskStop {
+                    session_id,
+                    task_id,
+                },
+                norm,
+            )
         }
         "task/stopAll" => {
             let session_id = p.session()?;
@@ -582,7 +633,8 @@ fn parse_command(method: &str, p: &P) -> Result<(Command, Value), RpcError> {
                 Some(Value::Object(o)) => o.clone(),
                 _ => return Err(RpcError::invalid_params("set", "set must be an object")),
             };
-            let norm = json!({"sessionId": session_id, "expectedRevision": expected_revision, "set": set});
+            let norm =
+                json!({"sessionId": session_id, "expectedRevision": expected_revision, "set": set});
             (
                 Command::StateUpdate {
                     session_id,
@@ -646,32 +698,56 @@ mod tests {
     #[test]
     fn field_errors() {
         assert_eq!(
-            field("turn/start", json!({"sessionId": SID, "commandId": CID, "input": []})),
+            field(
+                "turn/start",
+                json!({"sessionId": SID, "commandId": CID, "input": []})
+            ),
             "input"
         );
         assert_eq!(
-            field("turn/start", json!({"sessionId": "nope", "commandId": CID, "input": [{"type":"text","text":"x"}]})),
+            field(
+                "turn/start",
+                json!({"sessionId": "nope", "commandId": CID, "input": [{"type":"text","text":"x"}]})
+            ),
             "sessionId"
         );
         assert_eq!(
-            field("turn/cancel", json!({"sessionId": SID, "commandId": CID, "retract": true})),
+            field(
+                "turn/cancel",
+                json!({"sessionId": SID, "commandId": CID, "retract": true})
+            ),
             "retract"
         );
         assert_eq!(
-            field("turn/steer", json!({"sessionId": SID, "commandId": CID, "expectedTurnId": "x", "input": [{"type":"text","text":"x"}]})),
+            field(
+                "turn/steer",
+                json!({"sessionId": SID, "commandId": CID, "expectedTurnId": "x", "input": [{"type":"text","text":"x"}]})
+            ),
             "expectedTurnId"
         );
         assert_eq!(
-            field("state/update", json!({"sessionId": SID, "commandId": CID, "expectedRevision": -1, "set": {}})),
+            field(
+                "state/update",
+                json!({"sessionId": SID, "commandId": CID, "expectedRevision": -1, "set": {}})
+            ),
             "expectedRevision"
         );
         assert_eq!(
-            field("state/update", json!({"sessionId": SID, "commandId": CID, "expectedRevision": 1e300, "set": {}})),
+            field(
+                "state/update",
+                json!({"sessionId": SID, "commandId": CID, "expectedRevision": 1e300, "set": {}})
+            ),
             "expectedRevision"
         );
-        assert_eq!(field("view/page", json!({"sessionId": SID, "limit": 0})), "limit");
         assert_eq!(
-            field("initialize", json!({"clientInfo": {"name": "bad-name", "version": "1"}})),
+            field("view/page", json!({"sessionId": SID, "limit": 0})),
+            "limit"
+        );
+        assert_eq!(
+            field(
+                "initialize",
+                json!({"clientInfo": {"name": "bad-name", "version": "1"}})
+            ),
             "clientInfo.name"
         );
     }

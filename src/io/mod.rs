@@ -1,2 +1,33 @@
-//! The real drivers: tokio transports, files with fsync, flock leases, the
-//! wall clock. (Filled by the runtime issue's host work.)
+//! The real drivers: `msp serve`.
+//!
+//! The sans-IO [`Host`](crate::core::Host) decides everything; this module
+//! only carries out its [`Output`](crate::core::Output)s with tokio and the
+//! filesystem and feeds the answers back as inputs:
+//!
+//! - [`cli`]: the `msp serve` command line;
+//! - [`driver`]: the one task that owns the host and is the only caller of
+//!   its `handle_*` methods;
+//! - [`transport`]: stdio, TCP and Unix-socket connections (a reader task
+//!   and a writer task per connection, talking to the driver over channels);
+//! - [`storage`]: session logs (append, `sync_data` on a blocking thread,
+//!   truncate) and [`lease`]s (OS advisory locks);
+//! - [`effects`]: the file-backed `keyed` and `unkeyed` providers;
+//! - [`clock`]: wall time in Unix milliseconds;
+//! - [`failpoint`]: the `MSP_CRASH_AT` test hook.
+//!
+//! Fault model of the real world, as the core sees it: an append or fsync
+//! may fail (the session is dropped and reloaded from disk, pending answers
+//! get `storageUnavailable`); the process may die at any instant (SIGKILL or
+//! `MSP_CRASH_AT`), which loses every unsynced byte the kernel did not
+//! already write and frees every lease; a client may vanish mid-frame.
+
+pub mod cli;
+pub mod clock;
+pub mod driver;
+pub mod effects;
+pub mod failpoint;
+pub mod lease;
+pub mod storage;
+pub mod transport;
+
+pub use cli::{serve_main, ServeArgs};

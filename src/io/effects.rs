@@ -1,0 +1,217 @@
+//! The built-in effect providers of PROTOCOL.md section 5, file-backed
+//! under `DIR/providers/`.
+//!
+//! - `keyed` honours effect keys: one file per key,
+//!   `providers/keyed/<hash of the key>`, holding the key and the action.
+//!   A Perform creates it at most once (written to a temporary file,
+//!   fsynced, then hard-linked into place, which fails if the name exists),
+//!   so a retry with the same key returns the earlier result and never
+//!   mutates twice. A Query only checks whether the file exists.
+//! - `unkeyed` mutates every time: each Perform appends a line
+//!   `<key>\t<action>` to `providers/unkeyed.log` and fsyncs it. It cannot
+//!   answer a Query (`unknown`).
+//! - Any other provider name performs nothing (`notStarted`).
+//!
+//! Fault model: a failure before the mutation is `notStarted`; a failure
+//! after it may have happened (the fsync of the directory entry) is
+//! `unknown`. These run on blocking threads.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::storage::sync_dir;
+use crate::core::{EffectMode, EffectOutcome};
+
+/// Distinguishes temporary files of concurrent performs in one process.
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The file name a key maps to: FNV-1a 64 and CRC32C of the key, in hex
+/// (fixed length whatever the key; the key itself is stored inside).
+pub fn key_file_name(key: &str) -> String {
+    let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        fnv ^= u64::from(b);
+        fnv = fnv.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{fnv:016x}{:08x}", crc32c::crc32c(key.as_bytes()))
+}
+
+/// Carries out an `Output::Effect` (blocking).
+pub fn run_effect(
+    providers_dir: &Path,
+    provider: &str,
+    key: &str,
+    action: &str,
+    mode: EffectMode,
+) -> EffectOutcome {
+    match (provider, mode) {
+        ("keyed", EffectMode::Query) => keyed_query(providers_dir, key),
+        ("keyed", EffectMode::Perform) => keyed_perform(providers_dir, key, action),
+        ("unkeyed", EffectMode::Perform) => unkeyed_perform(providers_dir, key, action),
+        ("unkeyed", EffectMode::Query) => EffectOutcome::Unknown,
+        _ => EffectOutcome::NotStarted,
+    }
+}
+
+fn keyed_dir(providers_dir: &Path) -> PathBuf {
+    providers_dir.join("keyed")
+}
+
+fn content(key: &str, action: &str) -> Vec<u8> {
+    format!("{key}\n{action}").into_bytes()
+}
+
+/// Whether the key's file exists and really holds this key (a hash
+/// collision would hold another).
+fn committed(path: &Path, key: &str) -> io::Result<Option<bool>> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let stored = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+            Ok(Some(stored == key.as_bytes()))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn keyed_query(providers_dir: &Path, key: &str) -> EffectOutcome {
+    match committed(&keyed_dir(providers_dir).join(key_file_name(key)), key) {
+        Ok(Some(true)) => EffectOutcome::Committed,
+        Ok(None) => EffectOutcome::NotStarted,
+        Ok(Some(false)) | Err(_) => EffectOutcome::Unknown,
+    }
+}
+
+fn keyed_perform(providers_dir: &Path, key: &str, action: &str) -> EffectOutcome {
+    let dir = keyed_dir(providers_dir);
+    let path = dir.join(key_file_name(key));
+    match committed(&path, key) {
+        Ok(Some(true)) => return EffectOutcome::Committed,
+        Ok(Some(false)) | Err(_) => return EffectOutcome::Unknown,
+        Ok(None) => {}
+    }
+    if std::fs::create_dir_all(&dir).is_err() {
+        return EffectOutcome::NotStarted;
+    }
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}-{n}",
+        key_file_name(key),
+        std::process::id()
+    ));
+    let written = (|| -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&content(key, action))?;
+        f.sync_data()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return EffectOutcome::NotStarted;
+    }
+    let linked = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => match sync_dir(&dir) {
+            Ok(()) => EffectOutcome::Committed,
+            Err(_) => EffectOutcome::Unknown,
+        },
+        // A concurrent perform with the same key won the race: its result.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => keyed_query(providers_dir, key),
+        Err(_) => EffectOutcome::NotStarted,
+    }
+}
+
+fn unkeyed_perform(providers_dir: &Path, key: &str, action: &str) -> EffectOutcome {
+    if std::fs::create_dir_all(providers_dir).is_err() {
+        return EffectOutcome::NotStarted;
+    }
+    let mut f = match OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(providers_dir.join("unkeyed.log"))
+    {
+        Ok(f) => f,
+        Err(_) => return EffectOutcome::NotStarted,
+    };
+    let line = format!("{key}\t{}\n", action.replace('\n', " "));
+    match f.write_all(line.as_bytes()).and_then(|()| f.sync_data()) {
+        Ok(()) => EffectOutcome::Committed,
+        Err(_) => EffectOutcome::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyed_performs_once_per_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path();
+        assert_eq!(
+            run_effect(p, "keyed", "s:a", "act", EffectMode::Query),
+            EffectOutcome::NotStarted
+        );
+        assert_eq!(
+            run_effect(p, "keyed", "s:a", "act", EffectMode::Perform),
+            EffectOutcome::Committed
+        );
+        assert_eq!(
+            run_effect(p, "keyed", "s:a", "other", EffectMode::Perform),
+            EffectOutcome::Committed
+        );
+        assert_eq!(
+            run_effect(p, "keyed", "s:a", "act", EffectMode::Query),
+            EffectOutcome::Committed
+        );
+        let files: Vec<_> = std::fs::read_dir(p.join("keyed")).expect("dir").collect();
+        assert_eq!(files.len(), 1, "one file, no leftover temporaries");
+        let stored = std::fs::read(p.join("keyed").join(key_file_name("s:a"))).expect("file");
+        assert_eq!(stored, b"s:a\nact", "the first action stays");
+    }
+
+    #[test]
+    fn unkeyed_mutates_every_time_and_cannot_be_queried() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path();
+        assert_eq!(
+            run_effect(p, "unkeyed", "k", "a", EffectMode::Perform),
+            EffectOutcome::Committed
+        );
+        assert_eq!(
+            run_effect(p, "unkeyed", "k", "a", EffectMode::Perform),
+            EffectOutcome::Committed
+        );
+        assert_eq!(
+            run_effect(p, "unkeyed", "k", "a", EffectMode::Query),
+            EffectOutcome::Unknown
+        );
+        let log = std::fs::read_to_string(p.join("unkeyed.log")).expect("log");
+        assert_eq!(log, "k\ta\nk\ta\n");
+    }
+
+    #[test]
+    fn unknown_providers_do_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(
+            run_effect(dir.path(), "nope", "k", "a", EffectMode::Perform),
+            EffectOutcome::NotStarted
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn key_file_names_are_fixed_length_and_distinct() {
+        let a = key_file_name(
+            "0198f0aa-1111-7000-8000-0000000000aa:0198f0aa-1111-7000-8000-0000000000ab",
+        );
+        let b = key_file_name(
+            "0198f0aa-1111-7000-8000-0000000000aa:0198f0aa-1111-7000-8000-0000000000ac",
+        );
+        assert_eq!(a.len(), 24);
+        assert_ne!(a, b);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}

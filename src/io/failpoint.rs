@@ -1,0 +1,131 @@
+//! `MSP_CRASH_AT`: a real-process failpoint, in the manner of sled's.
+//!
+//! **Test hook only.** `MSP_CRASH_AT=<crash-point-name>[:N]` makes the
+//! driver call [`std::process::abort`] when it carries out the N-th
+//! (default: first) [`Output::CrashPoint`](crate::core::Output::CrashPoint)
+//! with that name. It is the only way to stop a real process exactly
+//! between two steps of the intake pair: the core emits
+//! `after-intake-before-ack` right before the sends of answers whose intake
+//! just became durable, so aborting there leaves a synced intake and no
+//! ack. The names are those of [`CrashPoint::name`].
+
+use crate::core::CrashPoint;
+
+/// The environment variable read at startup.
+pub const ENV_VAR: &str = "MSP_CRASH_AT";
+
+/// Why an `MSP_CRASH_AT` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailpointError {
+    /// The name is not one of [`CrashPoint::ALL`].
+    UnknownPoint(String),
+    /// The count after `:` is not a positive integer.
+    BadCount(String),
+}
+
+impl std::fmt::Display for FailpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailpointError::UnknownPoint(n) => {
+                let names: Vec<&str> = CrashPoint::ALL.iter().map(|p| p.name()).collect();
+                write!(f, "unknown crash point {n:?} (known: {})", names.join(", "))
+            }
+            FailpointError::BadCount(c) => {
+                write!(f, "crash point count {c:?} is not a positive integer")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FailpointError {}
+
+/// An armed failpoint: abort at the `nth` hit of `point`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failpoint {
+    point: CrashPoint,
+    nth: u64,
+    hits: u64,
+}
+
+impl Failpoint {
+    /// Parses `<name>[:N]`.
+    pub fn parse(spec: &str) -> Result<Failpoint, FailpointError> {
+        let (name, count) = match spec.split_once(':') {
+            Some((n, c)) => (n, Some(c)),
+            None => (spec, None),
+        };
+        let point = CrashPoint::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| FailpointError::UnknownPoint(name.to_string()))?;
+        let nth = match count {
+            None => 1,
+            Some(c) => match c.parse::<u64>() {
+                Ok(n) if n >= 1 => n,
+                _ => return Err(FailpointError::BadCount(c.to_string())),
+            },
+        };
+        Ok(Failpoint {
+            point,
+            nth,
+            hits: 0,
+        })
+    }
+
+    /// Reads [`ENV_VAR`]; `Ok(None)` when unset or empty.
+    pub fn from_env() -> Result<Option<Failpoint>, FailpointError> {
+        match std::env::var(ENV_VAR) {
+            Ok(v) if !v.is_empty() => Failpoint::parse(&v).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Counts a crash point the driver reached; true when the process must
+    /// die now.
+    pub fn hit(&mut self, p: CrashPoint) -> bool {
+        if p != self.point {
+            return false;
+        }
+        self.hits += 1;
+        self.hits == self.nth
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_name_and_count() {
+        let mut f = Failpoint::parse("after-intake-before-ack:2").expect("valid");
+        assert!(!f.hit(CrashPoint::AfterIntakeBeforeAck));
+        assert!(
+            !f.hit(CrashPoint::MidGroupCommit),
+            "other points do not count"
+        );
+        assert!(f.hit(CrashPoint::AfterIntakeBeforeAck));
+        assert!(!f.hit(CrashPoint::AfterIntakeBeforeAck), "fires once");
+    }
+
+    #[test]
+    fn default_count_is_one() {
+        let mut f = Failpoint::parse("mid-group-commit").expect("valid");
+        assert!(f.hit(CrashPoint::MidGroupCommit));
+    }
+
+    #[test]
+    fn refuses_bad_specs() {
+        assert!(matches!(
+            Failpoint::parse("nope"),
+            Err(FailpointError::UnknownPoint(_))
+        ));
+        assert!(matches!(
+            Failpoint::parse("mid-group-commit:0"),
+            Err(FailpointError::BadCount(_))
+        ));
+        assert!(matches!(
+            Failpoint::parse("mid-group-commit:x"),
+            Err(FailpointError::BadCount(_))
+        ));
+    }
+}

@@ -1,0 +1,483 @@
+//! Session logs on disk: `DIR/sessions/<sessionId>/session.log`, next to
+//! its `lease` (PROTOCOL.md section 1).
+//!
+//! [`Storage`] lives in the driver task and owns the open log files and
+//! leases of the sessions this process holds. The slow parts run on
+//! blocking threads: [`open_session`] and [`read_session`] (read a whole
+//! log) and the `sync_data` of a [`SyncJob`]. Appends are plain `write_all`
+//! calls into the page cache, in output order.
+//!
+//! Fault model: any write, truncate or fsync may fail. The first failure of
+//! a session is reported once (the driver feeds it to
+//! `Host::handle_storage_failed`); later operations on that session are
+//! skipped until the core releases it, so a half-failed session never gets
+//! more bytes appended after a hole. A sync that completes after its session
+//! was released and reopened belongs to an old *epoch* and is ignored.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::lease::{Lease, LeaseGuard};
+use crate::core::{OpenMode, OpenResult, ReadResult};
+
+/// The data directory layout.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    /// A layout rooted at the absolute data directory.
+    pub fn new(root: impl Into<PathBuf>) -> Layout {
+        Layout { root: root.into() }
+    }
+
+    /// The data directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `DIR/sessions`.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// `DIR/sessions/<id>`.
+    pub fn session_dir(&self, sid: &str) -> PathBuf {
+        self.sessions_dir().join(sid)
+    }
+
+    /// `DIR/sessions/<id>/session.log`.
+    pub fn log_path(&self, sid: &str) -> PathBuf {
+        self.session_dir(sid).join("session.log")
+    }
+
+    /// `DIR/sessions/<id>/lease`.
+    pub fn lease_path(&self, sid: &str) -> PathBuf {
+        self.session_dir(sid).join("lease")
+    }
+
+    /// `DIR/providers`: the effect providers' files.
+    pub fn providers_dir(&self) -> PathBuf {
+        self.root.join("providers")
+    }
+}
+
+/// Session ids come from the core as lowercase UUIDs; anything else would
+/// be a path the data directory must not contain.
+pub fn valid_session_id(sid: &str) -> bool {
+    sid.len() == 36
+        && sid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+        && !sid.contains("..")
+}
+
+/// What a successful open hands to [`Storage::install`].
+#[derive(Debug)]
+pub struct OpenedFiles {
+    log: Arc<File>,
+    lease: Lease,
+}
+
+/// Carries out `Output::Open` (blocking): creates the session directory for
+/// `OpenMode::Create`, takes the lease, reads the whole log.
+pub fn open_session(
+    layout: &Layout,
+    guard: &LeaseGuard,
+    sid: &str,
+    mode: OpenMode,
+) -> (OpenResult, Option<OpenedFiles>) {
+    match try_open(layout, guard, sid, mode) {
+        Ok(r) => r,
+        Err(e) => (
+            OpenResult::Failed(format!("opening session {sid}: {e}")),
+            None,
+        ),
+    }
+}
+
+fn try_open(
+    layout: &Layout,
+    guard: &LeaseGuard,
+    sid: &str,
+    mode: OpenMode,
+) -> io::Result<(OpenResult, Option<OpenedFiles>)> {
+    if !valid_session_id(sid) {
+        return Ok((
+            OpenResult::Failed(format!("invalid session id {sid:?}")),
+            None,
+        ));
+    }
+    let dir = layout.session_dir(sid);
+    let log_path = layout.log_path(sid);
+    let log_existed = exists(&log_path)?;
+    if mode == OpenMode::Existing && !log_existed {
+        return Ok((OpenResult::NotFound, None));
+    }
+    let dir_existed = exists(&dir)?;
+    if !dir_existed {
+        std::fs::create_dir_all(&dir)?;
+        sync_dir(&layout.sessions_dir())?;
+        sync_dir(layout.root())?;
+    }
+    let Some(lease) = guard.take(&layout.lease_path(sid))? else {
+        let log = read_or_empty(&log_path)?;
+        return Ok((OpenResult::InUse { log }, None));
+    };
+    let file = match OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(mode == OpenMode::Create)
+        .open(&log_path)
+    {
+        Ok(f) => f,
+        // Removed between the check and the open: as if never there.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((OpenResult::NotFound, None)),
+        Err(e) => return Err(e),
+    };
+    if !log_existed {
+        sync_dir(&dir)?;
+    }
+    let log = std::fs::read(&log_path)?;
+    Ok((
+        OpenResult::Opened { log },
+        Some(OpenedFiles {
+            log: Arc::new(file),
+            lease,
+        }),
+    ))
+}
+
+/// Carries out `Output::Read` (blocking): the whole log without the lease,
+/// and whether another process holds the lease. `held_here` says this
+/// process holds it (then the answer is `false` without probing).
+pub fn read_session(layout: &Layout, guard: &LeaseGuard, sid: &str, held_here: bool) -> ReadResult {
+    if !valid_session_id(sid) {
+        return ReadResult::NotFound;
+    }
+    let log = match std::fs::read(layout.log_path(sid)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadResult::NotFound,
+        Err(e) => return ReadResult::Failed(format!("reading session {sid}: {e}")),
+    };
+    let held_elsewhere = if held_here {
+        false
+    } else {
+        match guard.held_elsewhere(&layout.lease_path(sid)) {
+            Ok(h) => h,
+            Err(e) => return ReadResult::Failed(format!("probing the lease of {sid}: {e}")),
+        }
+    };
+    ReadResult::Found {
+        log,
+        held_elsewhere,
+    }
+}
+
+fn exists(p: &Path) -> io::Result<bool> {
+    match std::fs::metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn read_or_empty(p: &Path) -> io::Result<Vec<u8>> {
+    match std::fs::read(p) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes a directory's entries durable (a new file or subdirectory).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// A session this process holds.
+#[derive(Debug)]
+struct Held {
+    log: Arc<File>,
+    _lease: Lease,
+    epoch: u64,
+    failed: bool,
+}
+
+/// An fsync to run on a blocking thread; its result goes back to
+/// [`Storage::sync_done`] with the same epoch.
+#[derive(Debug)]
+pub struct SyncJob {
+    /// The log file.
+    pub file: Arc<File>,
+    /// The incarnation of the session's files this sync belongs to.
+    pub epoch: u64,
+}
+
+impl SyncJob {
+    /// Runs the fsync (blocking).
+    pub fn run(&self) -> Result<(), String> {
+        self.file
+            .sync_data()
+            .map_err(|e| format!("fsync failed: {e}"))
+    }
+}
+
+/// What the driver does after a storage operation.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<T> {
+    /// It worked.
+    Done(T),
+    /// The session already failed; the operation was skipped.
+    Skipped,
+    /// It failed now: report `handle_storage_failed` (once).
+    Failed(String),
+}
+
+/// The open logs and leases of this process.
+#[derive(Debug)]
+pub struct Storage {
+    layout: Layout,
+    guard: LeaseGuard,
+    held: BTreeMap<String, Held>,
+    next_epoch: u64,
+}
+
+impl Storage {
+    /// Storage over a data directory layout.
+    pub fn new(layout: Layout) -> Storage {
+        Storage {
+            layout,
+            guard: LeaseGuard::default(),
+            held: BTreeMap::new(),
+            next_epoch: 1,
+        }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The lease guard shared with blocking jobs.
+    pub fn guard(&self) -> &LeaseGuard {
+        &self.guard
+    }
+
+    /// Whether this process holds the session's lease.
+    pub fn holds(&self, sid: &str) -> bool {
+        self.held.contains_key(sid)
+    }
+
+    /// Records a successful open: the session's files are now this
+    /// process's, under a fresh epoch.
+    pub fn install(&mut self, sid: &str, files: OpenedFiles) {
+        let epoch = self.next_epoch;
+        self.next_epoch += 1;
+        let held = Held {
+            log: files.log,
+            _lease: files.lease,
+            epoch,
+            failed: false,
+        };
+        let previous = self.held.insert(sid.to_string(), held);
+        debug_assert!(
+            previous.is_none(),
+            "the core opens a session only when it holds none"
+        );
+    }
+
+    fn with_held<T>(&mut self, sid: &str, op: impl FnOnce(&Held) -> io::Result<T>) -> Step<T> {
+        let Some(h) = self.held.get_mut(sid) else {
+            return Step::Failed(format!("session {sid} has no open log"));
+        };
+        if h.failed {
+            return Step::Skipped;
+        }
+        match op(h) {
+            Ok(v) => Step::Done(v),
+            Err(e) => {
+                h.failed = true;
+                Step::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// `Output::Append`: writes at the end of the log (volatile until a
+    /// sync covers it).
+    pub fn append(&mut self, sid: &str, bytes: &[u8]) -> Step<()> {
+        self.with_held(sid, |h| (&*h.log).write_all(bytes))
+    }
+
+    /// `Output::Truncate`: cuts a torn tail and makes the cut durable.
+    pub fn truncate(&mut self, sid: &str, len_bytes: u64) -> Step<()> {
+        self.with_held(sid, |h| {
+            h.log.set_len(len_bytes)?;
+            h.log.sync_data()
+        })
+    }
+
+    /// `Output::Sync`: the job to run on a blocking thread.
+    pub fn begin_sync(&mut self, sid: &str) -> Step<SyncJob> {
+        self.with_held(sid, |h| {
+            Ok(SyncJob {
+                file: Arc::clone(&h.log),
+                epoch: h.epoch,
+            })
+        })
+    }
+
+    /// A sync finished. `None`: stale (old epoch or already failed), feed
+    /// nothing; `Some(Ok)`: feed `handle_synced`; `Some(Err)`: feed
+    /// `handle_storage_failed`.
+    pub fn sync_done(
+        &mut self,
+        sid: &str,
+        epoch: u64,
+        result: Result<(), String>,
+    ) -> Option<Result<(), String>> {
+        let h = self.held.get_mut(sid)?;
+        if h.epoch != epoch || h.failed {
+            return None;
+        }
+        if result.is_err() {
+            h.failed = true;
+        }
+        Some(result)
+    }
+
+    /// `Output::Release`: closes the log and drops the lease.
+    pub fn release(&mut self, sid: &str) {
+        self.held.remove(sid);
+    }
+
+    /// How many sessions this process holds.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SID: &str = "0198f0aa-1111-7000-8000-0000000000aa";
+
+    #[test]
+    fn open_create_then_append_sync_and_reopen_sees_the_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let mut st = Storage::new(layout.clone());
+        let (r, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        assert_eq!(r, OpenResult::Opened { log: Vec::new() });
+        st.install(SID, files.expect("files"));
+        assert_eq!(st.append(SID, b"abc"), Step::Done(()));
+        let job = match st.begin_sync(SID) {
+            Step::Done(j) => j,
+            other => panic!("no sync job: {other:?}"),
+        };
+        assert_eq!(job.run(), Ok(()));
+        assert_eq!(st.sync_done(SID, job.epoch, Ok(())), Some(Ok(())));
+        // Another "process" (a second guard) sees the lease held.
+        let other = LeaseGuard::default();
+        let (r2, f2) = open_session(&layout, &other, SID, OpenMode::Existing);
+        assert_eq!(
+            r2,
+            OpenResult::InUse {
+                log: b"abc".to_vec()
+            }
+        );
+        assert!(f2.is_none());
+        assert_eq!(
+            read_session(&layout, &other, SID, false),
+            ReadResult::Found {
+                log: b"abc".to_vec(),
+                held_elsewhere: true
+            }
+        );
+        st.release(SID);
+        let (r3, _f3) = open_session(&layout, &other, SID, OpenMode::Existing);
+        assert_eq!(
+            r3,
+            OpenResult::Opened {
+                log: b"abc".to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn existing_mode_on_a_missing_session_is_not_found_and_creates_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let guard = LeaseGuard::default();
+        let (r, f) = open_session(&layout, &guard, SID, OpenMode::Existing);
+        assert_eq!(r, OpenResult::NotFound);
+        assert!(f.is_none());
+        assert!(!layout.session_dir(SID).exists());
+        assert_eq!(
+            read_session(&layout, &guard, SID, false),
+            ReadResult::NotFound
+        );
+    }
+
+    #[test]
+    fn truncate_cuts_the_tail_and_appends_continue_at_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let mut st = Storage::new(layout.clone());
+        let (_, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        st.install(SID, files.expect("files"));
+        assert_eq!(st.append(SID, b"hello world"), Step::Done(()));
+        assert_eq!(st.truncate(SID, 5), Step::Done(()));
+        assert_eq!(st.append(SID, b"!"), Step::Done(()));
+        assert_eq!(
+            std::fs::read(layout.log_path(SID)).expect("read"),
+            b"hello!"
+        );
+    }
+
+    #[test]
+    fn stale_epochs_and_unknown_sessions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let mut st = Storage::new(layout.clone());
+        assert!(
+            matches!(st.append(SID, b"x"), Step::Failed(_)),
+            "no open log"
+        );
+        let (_, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        st.install(SID, files.expect("files"));
+        assert_eq!(st.sync_done(SID, 999, Ok(())), None, "old epoch");
+        let job = match st.begin_sync(SID) {
+            Step::Done(j) => j,
+            other => panic!("no sync job: {other:?}"),
+        };
+        assert_eq!(
+            st.sync_done(SID, job.epoch, Err("boom".into())),
+            Some(Err("boom".into()))
+        );
+        assert_eq!(
+            st.append(SID, b"x"),
+            Step::Skipped,
+            "a failed session takes no more bytes"
+        );
+        assert_eq!(st.sync_done(SID, job.epoch, Ok(())), None, "reported once");
+    }
+
+    #[test]
+    fn bad_session_ids_never_touch_the_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let guard = LeaseGuard::default();
+        let (r, _) = open_session(
+            &layout,
+            &guard,
+            "../../../../etc/passwd-xxxxxxxxxxxxxx",
+            OpenMode::Create,
+        );
+        assert!(matches!(r, OpenResult::Failed(_)));
+        assert!(!layout.sessions_dir().exists());
+    }
+}

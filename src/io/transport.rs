@@ -1,0 +1,229 @@
+//! Connections: a reader task and a writer task per connection, talking to
+//! the driver over channels, so that the driver never waits on a socket.
+//!
+//! - The reader sends the bytes it reads as [`ConnEvent::Bytes`] over a
+//!   bounded channel (a client that floods the host is slowed down at its
+//!   own socket, never the driver) and reports end of input once.
+//! - The writer drains a bounded queue of frames. The driver only ever
+//!   `try_send`s into it: a client too slow to read
+//!   [`WRITE_QUEUE_FRAMES`] frames is disconnected rather than allowed to
+//!   stall the host or grow its memory without bound.
+//!
+//! Listeners (TCP, Unix socket) number connections from 1, in accept
+//! order; stdio is connection 1.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinHandle};
+
+use crate::core::ConnId;
+
+/// Bytes per read from a connection.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Frames a connection's writer may have queued before the client counts
+/// as too slow and is disconnected.
+pub const WRITE_QUEUE_FRAMES: usize = 16_384;
+/// Connection events buffered towards the driver before readers wait.
+pub const CONN_EVENTS_MAX: usize = 1024;
+/// Pause after a failed accept (e.g. out of file descriptors).
+const ACCEPT_RETRY_MS: u64 = 50;
+
+/// What connections tell the driver.
+#[derive(Debug)]
+pub enum ConnEvent {
+    /// A connection opened; its handle lets the driver write to and close
+    /// it. Sent before any of its bytes.
+    Connected {
+        /// The connection id.
+        conn: ConnId,
+        /// Its writer queue and tasks.
+        handle: ConnHandle,
+    },
+    /// Bytes read from a connection.
+    Bytes {
+        /// The connection id.
+        conn: ConnId,
+        /// The bytes, as read (not split into lines).
+        bytes: Vec<u8>,
+    },
+    /// The connection ended (end of input, a read or a write error).
+    Closed {
+        /// The connection id.
+        conn: ConnId,
+    },
+    /// End of input on stdio: an orderly shutdown (PROTOCOL.md section 1).
+    StdinEof,
+}
+
+/// The driver's side of a connection.
+#[derive(Debug)]
+pub struct ConnHandle {
+    /// Frames to write, each `\n`-terminated.
+    pub tx: mpsc::Sender<Vec<u8>>,
+    /// Stops the reader.
+    pub reader: AbortHandle,
+    /// Finishes once every queued frame is written after `tx` is dropped.
+    pub writer: JoinHandle<()>,
+}
+
+/// Starts the tasks of one connection and announces it to the driver.
+/// `on_eof` is what the reader reports at end of input.
+pub async fn attach<R, W>(
+    conn: ConnId,
+    r: R,
+    w: W,
+    events: mpsc::Sender<ConnEvent>,
+    on_eof: ConnEvent,
+) -> bool
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES);
+    let writer = tokio::spawn(write_loop(conn, w, rx, events.clone()));
+    let (start_tx, start_rx) = oneshot::channel();
+    let reader = tokio::spawn(read_loop(conn, r, events.clone(), start_rx, on_eof)).abort_handle();
+    let handle = ConnHandle { tx, reader, writer };
+    if events
+        .send(ConnEvent::Connected { conn, handle })
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    // Only now may the reader report bytes: they must follow `Connected`.
+    start_tx.send(()).is_ok()
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    conn: ConnId,
+    mut r: R,
+    events: mpsc::Sender<ConnEvent>,
+    start: oneshot::Receiver<()>,
+    on_eof: ConnEvent,
+) {
+    if start.await.is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = events.send(on_eof).await;
+                return;
+            }
+            Ok(n) => {
+                let bytes = buf[..n].to_vec();
+                if events.send(ConnEvent::Bytes { conn, bytes }).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    conn: ConnId,
+    w: W,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    events: mpsc::Sender<ConnEvent>,
+) {
+    let mut w = BufWriter::new(w);
+    while let Some(frame) = rx.recv().await {
+        let mut ok = w.write_all(&frame).await.is_ok();
+        // Batch whatever else is queued into one flush.
+        while ok {
+            match rx.try_recv() {
+                Ok(more) => ok = w.write_all(&more).await.is_ok(),
+                Err(_) => break,
+            }
+        }
+        if !ok || w.flush().await.is_err() {
+            let _ = events.send(ConnEvent::Closed { conn }).await;
+            return;
+        }
+    }
+    let _ = w.flush().await;
+    let _ = w.shutdown().await;
+}
+
+/// Serves stdin/stdout as connection 1; end of stdin is an orderly
+/// shutdown.
+pub async fn attach_stdio(events: mpsc::Sender<ConnEvent>) -> bool {
+    attach(
+        1,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        events,
+        ConnEvent::StdinEof,
+    )
+    .await
+}
+
+/// Accepts TCP connections until the task is aborted.
+pub async fn accept_tcp(listener: TcpListener, events: mpsc::Sender<ConnEvent>) {
+    let mut next: ConnId = 1;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                // Acks are small frames; Nagle would add its delay to each.
+                let _ = stream.set_nodelay(true);
+                let (r, w) = stream.into_split();
+                let conn = next;
+                next += 1;
+                if !attach(conn, r, w, events.clone(), ConnEvent::Closed { conn }).await {
+                    return;
+                }
+            }
+            Err(e) => {
+                eprintln!("msp serve: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+            }
+        }
+    }
+}
+
+/// Accepts Unix-socket connections until the task is aborted.
+pub async fn accept_unix(listener: UnixListener, events: mpsc::Sender<ConnEvent>) {
+    let mut next: ConnId = 1;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                let (r, w) = stream.into_split();
+                let conn = next;
+                next += 1;
+                if !attach(conn, r, w, events.clone(), ConnEvent::Closed { conn }).await {
+                    return;
+                }
+            }
+            Err(e) => {
+                eprintln!("msp serve: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+            }
+        }
+    }
+}
+
+/// Binds a Unix socket at `path`, replacing a stale socket file that no
+/// process listens on (left by a killed host). A live one is an error.
+pub fn bind_unix(path: &PathBuf) -> std::io::Result<UnixListener> {
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let is_socket = {
+                use std::os::unix::fs::FileTypeExt;
+                std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+            };
+            if !is_socket || std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(e);
+            }
+            std::fs::remove_file(path)?;
+            UnixListener::bind(path)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -210,7 +210,12 @@ impl Harness {
         self.sent.clear();
         self.incarnation += 1;
         // Until restart, a dead host: a fresh core that nobody talks to.
-        self.host = Host::with_agent(self.cfg.clone(), self.now_ms, self.agent.clone(), self.bugs);
+        // Each incarnation gets its own id seed, as a process seeded from
+        // entropy would: the same seed at the same clock millisecond would
+        // mint the previous incarnation's item and record ids again.
+        let mut cfg = self.cfg.clone();
+        cfg.seed = self.cfg.seed ^ self.incarnation.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.host = Host::with_agent(cfg, self.now_ms, self.agent.clone(), self.bugs);
         if self.cfg.durability == Durability::Ephemeral {
             self.disk.files.clear();
         }

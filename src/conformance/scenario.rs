@@ -13,11 +13,14 @@
 //! - `{"dir":"server","raw":"<frame>"}`: a frame the host must send next.
 //! - `{"dir":"control","op":...}`: `crash` (the host dies without notice;
 //!   unsynced bytes are lost; a new incarnation starts on the same disk),
-//!   `restart` (orderly shutdown, whose `session/closed` frames are
+//!   or with `keepRecords: N` the first N whole records of each unsynced
+//!   log tail survive too; `restart` (orderly shutdown, whose `session/closed` frames are
 //!   compared, then a new incarnation), `reconnect` (the connection closes;
 //!   the next client line opens a new one), `advance` with `ms` (the clock
 //!   moves on, firing timers in order), and (ext) `hold` / `release` with
-//!   `sessionId` (another process takes or drops the session's lease).
+//!   `sessionId` (another process takes or drops the session's lease) and
+//!   `holdSyncs` (syncs stop completing until the next crash, so intakes
+//!   are written but not durable and their answers are held back).
 //!
 //! Client and server lines, and `reconnect`, may carry (ext) `conn`, a
 //! positive integer naming a client connection (default 1), for scenarios
@@ -125,7 +128,16 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
     /// Kill the host; a new incarnation starts on the surviving disk.
-    Crash,
+    /// With `keep_records`, that many whole log records of each session's
+    /// unsynced tail survive too (a crash between write and fsync that
+    /// the disk happened to persist partly).
+    Crash {
+        /// Unsynced records that survive (`None`: none).
+        keep_records: Option<u64>,
+    },
+    /// (ext) Syncs stop completing until the next crash: intakes are
+    /// written but not durable, so their answers are held back.
+    HoldSyncs,
     /// Orderly shutdown, then a new incarnation.
     Restart,
     /// Close connection `conn`; its next client line opens a new one.
@@ -324,9 +336,19 @@ fn parse_control(n: usize, o: &Map<String, Value>) -> Result<Control, ScenarioEr
             .ok_or_else(|| bad(n, format!("{op:?} needs \"sessionId\"")))
     };
     match op {
-        "crash" | "restart" => {
+        "crash" => {
+            check_members(n, o, &["dir", "op", "keepRecords"])?;
+            Ok(Control::Crash {
+                keep_records: get_u64(n, o, "keepRecords")?,
+            })
+        }
+        "restart" => {
             check_members(n, o, &["dir", "op"])?;
-            Ok(if op == "crash" { Control::Crash } else { Control::Restart })
+            Ok(Control::Restart)
+        }
+        "holdSyncs" => {
+            check_members(n, o, &["dir", "op"])?;
+            Ok(Control::HoldSyncs)
         }
         "reconnect" => {
             check_members(n, o, &["dir", "op", "conn"])?;
@@ -348,7 +370,7 @@ fn parse_control(n: usize, o: &Map<String, Value>) -> Result<Control, ScenarioEr
         }),
         other => Err(bad(
             n,
-            format!("unknown control op {other:?} (crash, restart, reconnect, advance, hold, release)"),
+            format!("unknown control op {other:?} (crash, restart, reconnect, advance, hold, release, holdSyncs)"),
         )),
     }
 }
@@ -562,10 +584,15 @@ impl Driver {
                 bytes.push(b'\n');
                 self.h.send_raw(c, &bytes);
             }
-            LineKind::Control(Control::Crash) => {
+            LineKind::Control(Control::Crash { keep_records }) => {
+                if let Some(n) = keep_records {
+                    keep_unsynced_records(&mut self.h, *n);
+                }
                 self.h.crash();
+                self.h.hold_syncs = false;
                 self.conns.clear();
             }
+            LineKind::Control(Control::HoldSyncs) => self.h.hold_syncs = true,
             LineKind::Control(Control::Restart) => {
                 // The orderly shutdown's frames belong to this step: keep
                 // them before the connections go.
@@ -610,6 +637,23 @@ impl Driver {
             }
         }
         out
+    }
+}
+
+/// Makes the first `n` whole records of every session log's unsynced tail
+/// durable (the rest is lost by the crash that follows). A torn record is
+/// never kept: the tail is cut at a record boundary.
+fn keep_unsynced_records(h: &mut Harness, n: u64) {
+    for f in h.disk.files.values_mut() {
+        let mut end = 0usize;
+        for _ in 0..n {
+            match crate::log::decode_frame(&f.volatile, end) {
+                Ok(frame) => end = frame.end_offset() as usize,
+                Err(_) => break,
+            }
+        }
+        let kept: Vec<u8> = f.volatile.drain(..end).collect();
+        f.durable.extend(kept);
     }
 }
 
@@ -763,47 +807,68 @@ fn compare_group(cmp: &mut Comparator, expected: &[&Line], received: &[(u32, Str
 
 /// Records a scenario: runs its client and control lines and returns the
 /// file text with the server lines replaced by what the host sent. Meta,
-/// client and control lines are kept verbatim.
+/// client and control lines are kept verbatim, and so is an existing
+/// server line whose frame equals (as a JSON value) the one received in
+/// its place, so re-recording an unchanged scenario changes nothing and
+/// hand-kept spellings (such as a seed document's exact bytes) survive.
 pub fn record(s: &Scenario) -> Result<String, InfraError> {
     let report = run(s)?;
+    // The expected server lines of each (step, connection), in order.
+    let mut kept: BTreeMap<(Option<usize>, u32), Vec<&Line>> = BTreeMap::new();
+    let mut step: Option<usize> = None;
+    for (idx, l) in s.lines.iter().enumerate() {
+        match &l.kind {
+            LineKind::Server { conn, .. } => kept.entry((step, *conn)).or_default().push(l),
+            LineKind::Meta => {}
+            _ => step = Some(idx),
+        }
+    }
+    let mut used: BTreeMap<(Option<usize>, u32), usize> = BTreeMap::new();
+    let mut server_line = |r: &Received| -> String {
+        let key = (r.after_line_index, r.conn);
+        let k = used.entry(key).or_insert(0);
+        let old = kept.get(&key).and_then(|v| v.get(*k));
+        *k += 1;
+        if let Some(Line {
+            text,
+            kind: LineKind::Server { value, .. },
+            ..
+        }) = old
+        {
+            if serde_json::from_str::<Value>(&r.raw).ok().as_ref() == Some(value) {
+                return text.clone();
+            }
+        }
+        // Key order: dir, [conn], raw.
+        let mut line = String::from("{\"dir\":\"server\",");
+        if r.conn != 1 {
+            line.push_str(&format!("\"conn\":{},", r.conn));
+        }
+        line.push_str(&format!("\"raw\":{}}}", Value::String(r.raw.clone())));
+        line
+    };
     let mut out = String::new();
-    let push_received = |out: &mut String, at: Option<usize>| {
+    let mut push_received = |out: &mut String, at: Option<usize>| {
         for r in report.received.iter().filter(|r| r.after_line_index == at) {
-            let mut o = Map::new();
-            o.insert("dir".into(), Value::String("server".into()));
-            if r.conn != 1 {
-                o.insert("conn".into(), Value::from(r.conn));
-            }
-            o.insert("raw".into(), Value::String(r.raw.clone()));
-            // Key order: dir, [conn], raw, independent of the map's order.
-            let mut line = String::from("{\"dir\":\"server\",");
-            if r.conn != 1 {
-                line.push_str(&format!("\"conn\":{},", r.conn));
-            }
-            line.push_str(&format!("\"raw\":{}}}", Value::String(r.raw.clone())));
-            debug_assert_eq!(serde_json::from_str::<Value>(&line).ok(), Some(Value::Object(o)));
-            out.push_str(&line);
+            out.push_str(&server_line(r));
             out.push('\n');
         }
     };
-    // Frames before the first step (none in practice).
-    let first_step = s
-        .lines
-        .iter()
-        .position(|l| !matches!(l.kind, LineKind::Meta | LineKind::Server { .. }));
+    let mut before_first_step = true;
     for (idx, l) in s.lines.iter().enumerate() {
-        if Some(idx) == first_step {
-            push_received(&mut out, None);
+        if matches!(l.kind, LineKind::Server { .. }) {
+            continue;
         }
-        match l.kind {
-            LineKind::Server { .. } => {}
-            _ => {
-                out.push_str(&l.text);
-                out.push('\n');
-                if !matches!(l.kind, LineKind::Meta) {
-                    push_received(&mut out, Some(idx));
-                }
-            }
+        if before_first_step && !matches!(l.kind, LineKind::Meta) {
+            // Frames before any step (none in practice: nothing is
+            // connected yet), after the meta line.
+            push_received(&mut out, None);
+            before_first_step = false;
+        }
+        out.push_str(&l.text);
+        out.push('\n');
+        if !matches!(l.kind, LineKind::Meta) {
+            push_received(&mut out, Some(idx));
         }
     }
     Ok(out)

@@ -95,11 +95,17 @@ impl PathPattern {
         let mut segs = Vec::new();
         for part in body.split('.') {
             let seg = match part {
-                "" => return Err(err("empty member name (two dots in a row, or a leading or trailing dot)")),
+                "" => {
+                    return Err(err(
+                        "empty member name (two dots in a row, or a leading or trailing dot)",
+                    ))
+                }
                 "*" => PatSeg::AnyOne,
                 "**" => PatSeg::AnyRun,
                 name if name.contains('[') || name.contains(']') => {
-                    return Err(err("brackets are not supported: array indices are transparent"))
+                    return Err(err(
+                        "brackets are not supported: array indices are transparent",
+                    ))
                 }
                 name => PatSeg::Name(name.to_string()),
             };
@@ -174,7 +180,12 @@ pub struct Rules {
 }
 
 /// The timestamps PROTOCOL.md lets vary between runs: type-only by default.
-pub const DEFAULT_TYPE_ONLY: [&str; 4] = ["**.emittedAtMs", "**.createdAt", "**.updatedAt", "**.recordedAt"];
+pub const DEFAULT_TYPE_ONLY: [&str; 4] = [
+    "**.emittedAtMs",
+    "**.createdAt",
+    "**.updatedAt",
+    "**.recordedAt",
+];
 
 /// Free text that is never compared (PROTOCOL.md section 3).
 pub const DEFAULT_IGNORE: [&str; 1] = ["error.message"];
@@ -198,7 +209,10 @@ impl Rules {
     }
 
     /// Adds normalize patterns given as text.
-    pub fn with_normalize<'a>(mut self, patterns: impl IntoIterator<Item = &'a str>) -> Result<Rules, PatternError> {
+    pub fn with_normalize<'a>(
+        mut self,
+        patterns: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Rules, PatternError> {
         for p in patterns {
             self.normalize.push(PathPattern::parse(p)?);
         }
@@ -206,7 +220,10 @@ impl Rules {
     }
 
     /// Adds order-preserving normalize patterns given as text.
-    pub fn with_normalize_ordered<'a>(mut self, patterns: impl IntoIterator<Item = &'a str>) -> Result<Rules, PatternError> {
+    pub fn with_normalize_ordered<'a>(
+        mut self,
+        patterns: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Rules, PatternError> {
         for p in patterns {
             self.normalize_ordered.push(PathPattern::parse(p)?);
         }
@@ -214,7 +231,10 @@ impl Rules {
     }
 
     /// Adds type-only patterns given as text.
-    pub fn with_type_only<'a>(mut self, patterns: impl IntoIterator<Item = &'a str>) -> Result<Rules, PatternError> {
+    pub fn with_type_only<'a>(
+        mut self,
+        patterns: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Rules, PatternError> {
         for p in patterns {
             self.type_only.push(PathPattern::parse(p)?);
         }
@@ -222,7 +242,10 @@ impl Rules {
     }
 
     /// Adds ignore patterns given as text.
-    pub fn with_ignore<'a>(mut self, patterns: impl IntoIterator<Item = &'a str>) -> Result<Rules, PatternError> {
+    pub fn with_ignore<'a>(
+        mut self,
+        patterns: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Rules, PatternError> {
         for p in patterns {
             self.ignore.push(PathPattern::parse(p)?);
         }
@@ -365,9 +388,15 @@ impl Comparator {
     /// unified, as in a run of a deterministic host).
     pub fn rewrite(&self, v: &Value) -> Value {
         match v {
-            Value::String(_) | Value::Number(_) => self.mapped(v).cloned().unwrap_or_else(|| v.clone()),
+            Value::String(_) | Value::Number(_) => {
+                self.mapped(v).cloned().unwrap_or_else(|| v.clone())
+            }
             Value::Array(a) => Value::Array(a.iter().map(|x| self.rewrite(x)).collect()),
-            Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), self.rewrite(x))).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.rewrite(x)))
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -383,7 +412,11 @@ impl Comparator {
     }
 
     fn walk(&mut self, path: &mut Vec<Seg>, e: &Value, r: &Value, out: &mut Vec<Diff>) {
-        let rule = if path.is_empty() { Rule::Exact } else { self.rules.rule_for(path) };
+        let rule = if path.is_empty() {
+            Rule::Exact
+        } else {
+            self.rules.rule_for(path)
+        };
         match rule {
             Rule::Ignore => {}
             Rule::TypeOnly => {
@@ -434,14 +467,18 @@ impl Comparator {
                     match (ea.get(i), ra.get(i)) {
                         (Some(ev), Some(rv)) => self.walk(path, ev, rv, out),
                         (Some(ev), None) => out.push(diff(path, DiffKind::Missing, Some(ev), None)),
-                        (None, Some(rv)) => out.push(diff(path, DiffKind::Unexpected, None, Some(rv))),
+                        (None, Some(rv)) => {
+                            out.push(diff(path, DiffKind::Unexpected, None, Some(rv)))
+                        }
                         (None, None) => unreachable!("index below the longer length"),
                     }
                     path.pop();
                 }
             }
             _ if e == r => {}
-            _ if type_name(e) != type_name(r) => out.push(diff(path, DiffKind::Type, Some(e), Some(r))),
+            _ if type_name(e) != type_name(r) => {
+                out.push(diff(path, DiffKind::Type, Some(e), Some(r)))
+            }
             _ => out.push(diff(path, DiffKind::Value, Some(e), Some(r))),
         }
     }
@@ -450,8 +487,12 @@ impl Comparator {
     fn unify(&mut self, e: &Value, r: &Value, ordered: bool) -> Option<DiffKind> {
         let (ek, rk) = (key(e), key(r));
         match (self.forward.get(&ek), self.backward.get(&rk)) {
-            (Some(img), _) if img != r => return Some(DiffKind::NotOneToOne { other: img.clone() }),
-            (_, Some(pre)) if pre != e => return Some(DiffKind::NotOneToOne { other: pre.clone() }),
+            (Some(img), _) if img != r => {
+                return Some(DiffKind::NotOneToOne { other: img.clone() })
+            }
+            (_, Some(pre)) if pre != e => {
+                return Some(DiffKind::NotOneToOne { other: pre.clone() })
+            }
             (Some(_), Some(_)) => return None,
             _ => {}
         }
@@ -513,7 +554,11 @@ fn render_path(path: &[Seg]) -> String {
     let mut s = String::from("$");
     for seg in path {
         match seg {
-            Seg::Key(k) if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/') => {
+            Seg::Key(k)
+                if !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/') =>
+            {
                 s.push('.');
                 s.push_str(k);
             }
@@ -545,7 +590,11 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
             }
             let da = trim_zeros(&ab[si..i]);
             let db = trim_zeros(&bb[sj..j]);
-            let o = da.len().cmp(&db.len()).then_with(|| da.cmp(db)).then_with(|| (i - si).cmp(&(j - sj)));
+            let o = da
+                .len()
+                .cmp(&db.len())
+                .then_with(|| da.cmp(db))
+                .then_with(|| (i - si).cmp(&(j - sj)));
             if o != Ordering::Equal {
                 return o;
             }
@@ -586,7 +635,15 @@ mod tests {
         let r = json!({"params": {"item": {"text": "b", "extra": true}, "xs": [1]}});
         let d = c.compare_frame(&e, &r);
         let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(paths, vec!["$.params.item.n", "$.params.item.text", "$.params.item.extra", "$.params.xs[1]"]);
+        assert_eq!(
+            paths,
+            vec![
+                "$.params.item.n",
+                "$.params.item.text",
+                "$.params.item.extra",
+                "$.params.xs[1]"
+            ]
+        );
         assert_eq!(d[0].kind, DiffKind::Missing);
         assert_eq!(d[1].kind, DiffKind::Value);
         assert_eq!(d[1].expected, Some(json!("a")));
@@ -599,8 +656,12 @@ mod tests {
     fn error_message_is_ignored_even_when_absent() {
         let mut c = Comparator::new(Rules::conformance_defaults());
         let e = json!({"error": {"code": 1, "message": "x"}});
-        assert!(c.compare_frame(&e, &json!({"error": {"code": 1, "message": "y"}})).is_empty());
-        assert!(c.compare_frame(&e, &json!({"error": {"code": 1}})).is_empty());
+        assert!(c
+            .compare_frame(&e, &json!({"error": {"code": 1, "message": "y"}}))
+            .is_empty());
+        assert!(c
+            .compare_frame(&e, &json!({"error": {"code": 1}}))
+            .is_empty());
         let d = c.compare_frame(&e, &json!({"error": {"code": 2}}));
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].path, "$.error.code");
@@ -610,7 +671,12 @@ mod tests {
     fn type_only_accepts_any_value_of_the_type() {
         let mut c = Comparator::new(Rules::conformance_defaults());
         let e = json!({"params": {"emittedAtMs": 5, "item": {"recordedAt": "2025"}}});
-        assert!(c.compare_frame(&e, &json!({"params": {"emittedAtMs": 9, "item": {"recordedAt": "2026"}}})).is_empty());
+        assert!(c
+            .compare_frame(
+                &e,
+                &json!({"params": {"emittedAtMs": 9, "item": {"recordedAt": "2026"}}})
+            )
+            .is_empty());
         let d = c.compare_frame(&e, &json!({"params": {"emittedAtMs": "9", "item": {}}}));
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].kind, DiffKind::Type);
@@ -621,8 +687,15 @@ mod tests {
     #[test]
     fn normalization_is_a_bijection_across_frames() {
         let mut c = Comparator::new(rules(&["**.itemId"], &[]));
-        assert!(c.compare_frame(&json!({"itemId": "a"}), &json!({"itemId": "X"})).is_empty());
-        assert!(c.compare_frame(&json!({"p": {"itemId": "a"}}), &json!({"p": {"itemId": "X"}})).is_empty());
+        assert!(c
+            .compare_frame(&json!({"itemId": "a"}), &json!({"itemId": "X"}))
+            .is_empty());
+        assert!(c
+            .compare_frame(
+                &json!({"p": {"itemId": "a"}}),
+                &json!({"p": {"itemId": "X"}})
+            )
+            .is_empty());
         // Same expected value, other received value.
         let d = c.compare_frame(&json!({"itemId": "a"}), &json!({"itemId": "Y"}));
         assert_eq!(d[0].kind, DiffKind::NotOneToOne { other: json!("X") });
@@ -631,22 +704,42 @@ mod tests {
         assert_eq!(d[0].kind, DiffKind::NotOneToOne { other: json!("a") });
         assert_eq!(d[0].path, "$.itemId");
         assert_eq!(c.mapped(&json!("a")), Some(&json!("X")));
-        assert_eq!(c.rewrite(&json!({"q": ["a", "b"]})), json!({"q": ["X", "b"]}));
+        assert_eq!(
+            c.rewrite(&json!({"q": ["a", "b"]})),
+            json!({"q": ["X", "b"]})
+        );
     }
 
     #[test]
     fn ordered_normalization_keeps_natural_order() {
         let mut c = Comparator::new(rules(&[], &["**.viewCursor"]));
-        assert!(c.compare_frame(&json!({"viewCursor": "v:s:9"}), &json!({"viewCursor": "c2"})).is_empty());
-        assert!(c.compare_frame(&json!({"viewCursor": "v:s:10"}), &json!({"viewCursor": "c10"})).is_empty());
-        let d = c.compare_frame(&json!({"viewCursor": "v:s:10.1"}), &json!({"viewCursor": "c1"}));
+        assert!(c
+            .compare_frame(
+                &json!({"viewCursor": "v:s:9"}),
+                &json!({"viewCursor": "c2"})
+            )
+            .is_empty());
+        assert!(c
+            .compare_frame(
+                &json!({"viewCursor": "v:s:10"}),
+                &json!({"viewCursor": "c10"})
+            )
+            .is_empty());
+        let d = c.compare_frame(
+            &json!({"viewCursor": "v:s:10.1"}),
+            &json!({"viewCursor": "c1"}),
+        );
         assert!(matches!(d[0].kind, DiffKind::OrderReversed { .. }), "{d:?}");
     }
 
     #[test]
     fn patterns_match_as_documented() {
         let p = |s| PathPattern::parse(s).unwrap();
-        let path = |ks: &[&str]| ks.iter().map(|k| Seg::Key(k.to_string())).collect::<Vec<_>>();
+        let path = |ks: &[&str]| {
+            ks.iter()
+                .map(|k| Seg::Key(k.to_string()))
+                .collect::<Vec<_>>()
+        };
         assert!(p("params.turnId").matches(&path(&["params", "turnId"])));
         assert!(!p("params.turnId").matches(&path(&["params", "item", "turnId"])));
         assert!(p("**.turnId").matches(&path(&["params", "item", "turnId"])));
@@ -673,6 +766,9 @@ mod tests {
 
     #[test]
     fn paths_with_odd_member_names_are_quoted() {
-        assert_eq!(render_path(&[Seg::Key("a b".into()), Seg::Index(0)]), "$[\"a b\"][0]");
+        assert_eq!(
+            render_path(&[Seg::Key("a b".into()), Seg::Index(0)]),
+            "$[\"a b\"][0]"
+        );
     }
 }

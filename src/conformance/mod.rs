@@ -165,16 +165,30 @@ pub fn expand_paths(args: &[String]) -> Result<Vec<PathBuf>, String> {
 pub fn record_file(path: &Path) -> (i32, String) {
     let s = match load(path) {
         Ok(s) => s,
-        Err(e) => return (EXIT_USAGE, format!("ERROR {}: unusable scenario: {e}", path.display())),
+        Err(e) => {
+            return (
+                EXIT_USAGE,
+                format!("ERROR {}: unusable scenario: {e}", path.display()),
+            )
+        }
     };
     let text = match scenario::record(&s) {
         Ok(t) => t,
         Err(e) => return (EXIT_INFRA, format!("ERROR {}: {e}", path.display())),
     };
-    let frames = text.lines().filter(|l| l.starts_with("{\"dir\":\"server\"")).count();
+    let frames = text
+        .lines()
+        .filter(|l| l.starts_with("{\"dir\":\"server\""))
+        .count();
     match std::fs::write(path, text) {
-        Ok(()) => (EXIT_PASS, format!("RECORDED {} ({frames} server frames)", path.display())),
-        Err(e) => (EXIT_INFRA, format!("ERROR {}: cannot write: {e}", path.display())),
+        Ok(()) => (
+            EXIT_PASS,
+            format!("RECORDED {} ({frames} server frames)", path.display()),
+        ),
+        Err(e) => (
+            EXIT_INFRA,
+            format!("ERROR {}: cannot write: {e}", path.display()),
+        ),
     }
 }
 

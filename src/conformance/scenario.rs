@@ -217,7 +217,10 @@ fn bad(line: usize, reason: impl Into<String>) -> ScenarioError {
 fn check_members(n: usize, o: &Map<String, Value>, allowed: &[&str]) -> Result<(), ScenarioError> {
     for k in o.keys() {
         if !allowed.contains(&k.as_str()) {
-            return Err(bad(n, format!("unknown member {k:?} (allowed: {})", allowed.join(", "))));
+            return Err(bad(
+                n,
+                format!("unknown member {k:?} (allowed: {})", allowed.join(", ")),
+            ));
         }
     }
     Ok(())
@@ -233,7 +236,11 @@ fn get_u64(n: usize, o: &Map<String, Value>, k: &str) -> Result<Option<u64>, Sce
     }
 }
 
-fn get_str<'a>(n: usize, o: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>, ScenarioError> {
+fn get_str<'a>(
+    n: usize,
+    o: &'a Map<String, Value>,
+    k: &str,
+) -> Result<Option<&'a str>, ScenarioError> {
     match o.get(k) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -285,8 +292,10 @@ fn parse_meta(n: usize, o: &Map<String, Value>) -> Result<Meta, ScenarioError> {
         ],
     )?;
     let pat = |e: PatternError| bad(n, e.to_string());
-    let mut meta = Meta::default();
-    meta.description = get_str(n, o, "description")?.map(str::to_string);
+    let mut meta = Meta {
+        description: get_str(n, o, "description")?.map(str::to_string),
+        ..Meta::default()
+    };
     get_str(n, o, "notes")?;
     let normalize = get_patterns(n, o, "normalize")?;
     let ordered = get_patterns(n, o, "normalizeOrdered")?;
@@ -304,7 +313,12 @@ fn parse_meta(n: usize, o: &Map<String, Value>) -> Result<Meta, ScenarioError> {
     meta.durability = match get_str(n, o, "durability")? {
         None | Some("durable") => Durability::Durable,
         Some("ephemeral") => Durability::Ephemeral,
-        Some(other) => return Err(bad(n, format!("\"durability\" must be \"durable\" or \"ephemeral\", not {other:?}"))),
+        Some(other) => {
+            return Err(bad(
+                n,
+                format!("\"durability\" must be \"durable\" or \"ephemeral\", not {other:?}"),
+            ))
+        }
     };
     if let Some(s) = get_u64(n, o, "seed")? {
         meta.seed = s;
@@ -322,7 +336,9 @@ fn parse_meta(n: usize, o: &Map<String, Value>) -> Result<Meta, ScenarioError> {
     meta.frame_limit_bytes = match get_u64(n, o, "frameLimitBytes")? {
         None => None,
         Some(0) => return Err(bad(n, "\"frameLimitBytes\" must be positive")),
-        Some(b) => Some(usize::try_from(b).map_err(|_| bad(n, "\"frameLimitBytes\" is too large"))?),
+        Some(b) => {
+            Some(usize::try_from(b).map_err(|_| bad(n, "\"frameLimitBytes\" is too large"))?)
+        }
     };
     Ok(meta)
 }
@@ -385,7 +401,8 @@ impl Scenario {
             if line.trim().is_empty() {
                 return Err(bad(n, "blank line"));
             }
-            let v: Value = serde_json::from_str(line).map_err(|e| bad(n, format!("not JSON: {e}")))?;
+            let v: Value =
+                serde_json::from_str(line).map_err(|e| bad(n, format!("not JSON: {e}")))?;
             let Value::Object(o) = v else {
                 return Err(bad(n, "not a JSON object"));
             };
@@ -400,7 +417,8 @@ impl Scenario {
                 }
                 "client" => {
                     check_members(n, &o, &["dir", "raw", "conn"])?;
-                    let raw = get_str(n, &o, "raw")?.ok_or_else(|| bad(n, "a client line needs \"raw\""))?;
+                    let raw = get_str(n, &o, "raw")?
+                        .ok_or_else(|| bad(n, "a client line needs \"raw\""))?;
                     if raw.contains('\n') {
                         return Err(bad(n, "\"raw\" must be one line (no newline)"));
                     }
@@ -411,9 +429,11 @@ impl Scenario {
                 }
                 "server" => {
                     check_members(n, &o, &["dir", "raw", "conn"])?;
-                    let raw = get_str(n, &o, "raw")?.ok_or_else(|| bad(n, "a server line needs \"raw\""))?;
-                    let value = serde_json::from_str(raw)
-                        .map_err(|e| bad(n, format!("the expected server frame is not JSON: {e}")))?;
+                    let raw = get_str(n, &o, "raw")?
+                        .ok_or_else(|| bad(n, "a server line needs \"raw\""))?;
+                    let value = serde_json::from_str(raw).map_err(|e| {
+                        bad(n, format!("the expected server frame is not JSON: {e}"))
+                    })?;
                     LineKind::Server {
                         conn: get_conn(n, &o)?,
                         raw: raw.to_string(),
@@ -494,7 +514,11 @@ impl fmt::Display for Mismatch {
                 Ok(())
             }
             MismatchKind::Missing { expected } => {
-                write!(f, "line {}{conn}: expected frame not received: {expected}", self.line)
+                write!(
+                    f,
+                    "line {}{conn}: expected frame not received: {expected}",
+                    self.line
+                )
             }
             MismatchKind::Extra { received } => write!(
                 f,
@@ -552,7 +576,11 @@ pub struct InfraError {
 
 impl fmt::Display for InfraError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: the host could not be driven: {}", self.line, self.reason)
+        write!(
+            f,
+            "line {}: the host could not be driven: {}",
+            self.line, self.reason
+        )
     }
 }
 
@@ -740,7 +768,13 @@ fn run_inner(s: &Scenario, current_line: &mut usize) -> RunReport {
 
 /// Compares the received frames of one step with the expected ones, per
 /// connection label, in order.
-fn compare_group(cmp: &mut Comparator, expected: &[&Line], received: &[(u32, String)], after_line: usize, report: &mut RunReport) {
+fn compare_group(
+    cmp: &mut Comparator,
+    expected: &[&Line],
+    received: &[(u32, String)],
+    after_line: usize,
+    report: &mut RunReport,
+) {
     let mut labels: Vec<u32> = expected
         .iter()
         .filter_map(|l| match l.kind {
@@ -759,7 +793,11 @@ fn compare_group(cmp: &mut Comparator, expected: &[&Line], received: &[(u32, Str
                 _ => None,
             })
             .collect();
-        let rec: Vec<&String> = received.iter().filter(|(c, _)| *c == label).map(|(_, r)| r).collect();
+        let rec: Vec<&String> = received
+            .iter()
+            .filter(|(c, _)| *c == label)
+            .map(|(_, r)| r)
+            .collect();
         for k in 0..exp.len().max(rec.len()) {
             match (exp.get(k), rec.get(k)) {
                 (Some((line, ev)), Some(raw)) => {
@@ -882,12 +920,21 @@ mod tests {
     fn parse_rejects_ill_formed_lines_with_their_number() {
         let cases = [
             ("{\"dir\":\"client\",\"raw\":\"{}\"}\nnot json\n", 2),
-            ("{\"dir\":\"client\",\"raw\":\"{}\"}\n{\"dir\":\"meta\"}\n", 2),
+            (
+                "{\"dir\":\"client\",\"raw\":\"{}\"}\n{\"dir\":\"meta\"}\n",
+                2,
+            ),
             ("{\"dir\":\"control\",\"op\":\"explode\"}\n", 1),
             ("{\"dir\":\"control\",\"op\":\"advance\"}\n", 1),
             ("{\"dir\":\"server\",\"raw\":\"{oops\"}\n", 1),
-            ("{\"dir\":\"meta\",\"normalise\":[]}\n{\"dir\":\"client\",\"raw\":\"x\"}\n", 1),
-            ("{\"dir\":\"client\",\"raw\":\"x\"}\n\n{\"dir\":\"client\",\"raw\":\"x\"}\n", 2),
+            (
+                "{\"dir\":\"meta\",\"normalise\":[]}\n{\"dir\":\"client\",\"raw\":\"x\"}\n",
+                1,
+            ),
+            (
+                "{\"dir\":\"client\",\"raw\":\"x\"}\n\n{\"dir\":\"client\",\"raw\":\"x\"}\n",
+                2,
+            ),
             ("{\"dir\":\"client\",\"raw\":\"x\",\"conn\":0}\n", 1),
             ("[1]\n", 1),
         ];
@@ -899,10 +946,16 @@ mod tests {
 
     #[test]
     fn parse_accepts_a_final_newline_and_applies_meta_defaults() {
-        let s = Scenario::parse("{\"dir\":\"meta\",\"seed\":3}\n{\"dir\":\"control\",\"op\":\"advance\",\"ms\":5}\n").unwrap();
+        let s = Scenario::parse(
+            "{\"dir\":\"meta\",\"seed\":3}\n{\"dir\":\"control\",\"op\":\"advance\",\"ms\":5}\n",
+        )
+        .unwrap();
         assert_eq!(s.meta.seed, 3);
         assert_eq!(s.meta.clock_start_ms, DEFAULT_CLOCK_START_MS);
         assert_eq!(s.lines.len(), 2);
-        assert_eq!(s.lines[1].kind, LineKind::Control(Control::Advance { ms: 5 }));
+        assert_eq!(
+            s.lines[1].kind,
+            LineKind::Control(Control::Advance { ms: 5 })
+        );
     }
 }

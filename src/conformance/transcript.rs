@@ -519,6 +519,10 @@ impl std::error::Error for ReplayError {}
 /// comparison, and may change it (a deliberately wrong host).
 pub type Tamper = Box<dyn FnMut(&mut Value)>;
 
+/// A script hook for tests: edits the agent script before the run (a
+/// deliberately wrong agent).
+pub type ScriptEdit = Box<dyn FnOnce(&mut agent::Script)>;
+
 /// Replay options.
 #[derive(Default)]
 pub struct ReplayOptions {
@@ -527,7 +531,7 @@ pub struct ReplayOptions {
     /// A frame hook (see [`Tamper`]).
     pub tamper: Option<Tamper>,
     /// Wraps the agent script before the run (a deliberately wrong agent).
-    pub edit_script: Option<Box<dyn FnOnce(&mut agent::Script)>>,
+    pub edit_script: Option<ScriptEdit>,
 }
 
 impl fmt::Debug for ReplayOptions {
@@ -715,7 +719,7 @@ impl SequenceCheck {
     }
 }
 
-fn mk_diff(path: &str, kind: DiffKind, e: Option<&Value>, r: Option<&Value>) -> Diff {
+pub(crate) fn mk_diff(path: &str, kind: DiffKind, e: Option<&Value>, r: Option<&Value>) -> Diff {
     Diff {
         path: path.to_string(),
         kind,
@@ -724,15 +728,16 @@ fn mk_diff(path: &str, kind: DiffKind, e: Option<&Value>, r: Option<&Value>) -> 
     }
 }
 
-/// A bijection between recorded and received server request ids.
+/// A bijection between recorded and received request ids (of one
+/// direction), of any JSON type: `1` may pair with `"c-1"`.
 #[derive(Debug, Default, Clone)]
-struct IdSpace {
+pub(crate) struct IdSpace {
     forward: BTreeMap<String, Value>,
     backward: BTreeMap<String, Value>,
 }
 
 impl IdSpace {
-    fn unify(&mut self, e: &Value, r: &Value) -> Option<DiffKind> {
+    pub(crate) fn unify(&mut self, e: &Value, r: &Value) -> Option<DiffKind> {
         let (ek, rk) = (e.to_string(), r.to_string());
         match (self.forward.get(&ek), self.backward.get(&rk)) {
             (Some(img), _) if img != r => Some(DiffKind::NotOneToOne { other: img.clone() }),
@@ -745,7 +750,7 @@ impl IdSpace {
         }
     }
 
-    fn mapped(&self, e: &Value) -> Option<&Value> {
+    pub(crate) fn mapped(&self, e: &Value) -> Option<&Value> {
         self.forward.get(&e.to_string())
     }
 }
@@ -819,7 +824,6 @@ impl Checker {
     }
 
     fn compare(&mut self, expected: &Line, received: &Value) {
-        self.frames += 1;
         let e_frame = expected.frame.clone().unwrap_or(Value::Null);
         let (mut e, mut r) = (e_frame, received.clone());
         let mut diffs = Vec::new();
@@ -852,43 +856,108 @@ impl Checker {
         expected: &[&Line],
         received: Vec<Result<Value, String>>,
     ) {
-        let n = expected.len().max(received.len());
-        let mut received = received.into_iter();
-        for i in 0..n {
-            match (expected.get(i), received.next()) {
+        let e_keys: Vec<String> = expected
+            .iter()
+            .map(|l| frame_key(l.frame.as_ref()))
+            .collect();
+        let r_keys: Vec<String> = received
+            .iter()
+            .map(|r| frame_key(r.as_ref().ok()))
+            .collect();
+        let mut received: Vec<Option<Result<Value, String>>> =
+            received.into_iter().map(Some).collect();
+        for (ei, ri) in align(&e_keys, &r_keys) {
+            self.frames += 1;
+            let r = ri.and_then(|j| received[j].take());
+            match (ei.map(|i| expected[i]), r) {
                 (Some(e), Some(Ok(r))) => self.compare(e, &r),
-                (Some(e), Some(Err(raw))) => {
-                    self.frames += 1;
-                    self.mismatches.push(Mismatch {
-                        line: e.number,
-                        label: e.label(),
-                        kind: MismatchKind::Malformed(raw),
-                    });
-                }
-                (Some(e), None) => {
-                    self.frames += 1;
-                    self.mismatches.push(Mismatch {
-                        line: e.number,
-                        label: e.label(),
-                        kind: MismatchKind::Missing(e.frame.clone().unwrap_or(Value::Null)),
-                    });
-                }
-                (None, Some(r)) => {
-                    self.frames += 1;
-                    let kind = match r {
+                (Some(e), Some(Err(raw))) => self.mismatches.push(Mismatch {
+                    line: e.number,
+                    label: e.label(),
+                    kind: MismatchKind::Malformed(raw),
+                }),
+                (Some(e), None) => self.mismatches.push(Mismatch {
+                    line: e.number,
+                    label: e.label(),
+                    kind: MismatchKind::Missing(e.frame.clone().unwrap_or(Value::Null)),
+                }),
+                (None, Some(r)) => self.mismatches.push(Mismatch {
+                    line: after_line,
+                    label: "a frame after this client line".to_string(),
+                    kind: match r {
                         Ok(v) => MismatchKind::Unexpected(v),
                         Err(raw) => MismatchKind::Malformed(raw),
-                    };
-                    self.mismatches.push(Mismatch {
-                        line: after_line,
-                        label: "after this line".to_string(),
-                        kind,
-                    });
-                }
-                (None, None) => unreachable!("i is below the longer length"),
+                    },
+                }),
+                (None, None) => debug_assert!(false, "alignment yields at least one side"),
             }
         }
     }
+}
+
+/// What a frame is, for alignment: its method (and item kind), or the id it
+/// answers.
+fn frame_key(v: Option<&Value>) -> String {
+    let Some(v) = v else {
+        return "\u{0}malformed".to_string();
+    };
+    match v.get("method").and_then(Value::as_str) {
+        Some(m) => {
+            let kind = v
+                .pointer("/params/item/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            format!("{m} {kind}")
+        }
+        None => format!("response {}", v.get("id").unwrap_or(&Value::Null)),
+    }
+}
+
+/// Aligns two frame sequences by a longest common subsequence of their
+/// keys; between two matched frames, the unmatched ones are paired in order
+/// (so a changed frame is reported path by path) and the rest stand alone
+/// (a missing or an unexpected frame). Returns `(expected index, received
+/// index)` pairs in order.
+fn align(e: &[String], r: &[String]) -> Vec<(Option<usize>, Option<usize>)> {
+    let (n, m) = (e.len(), r.len());
+    let mut lcs = vec![vec![0usize; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if e[i] == r[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0usize, 0usize);
+    let (mut gap_e, mut gap_r): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let flush = |out: &mut Vec<(Option<usize>, Option<usize>)>,
+                 ge: &mut Vec<usize>,
+                 gr: &mut Vec<usize>| {
+        for k in 0..ge.len().max(gr.len()) {
+            out.push((ge.get(k).copied(), gr.get(k).copied()));
+        }
+        ge.clear();
+        gr.clear();
+    };
+    while i < n || j < m {
+        if i < n && j < m && e[i] == r[j] && lcs[i][j] == lcs[i + 1][j + 1] + 1 {
+            flush(&mut out, &mut gap_e, &mut gap_r);
+            out.push((Some(i), Some(j)));
+            i += 1;
+            j += 1;
+        } else if i < n && (j >= m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            gap_e.push(i);
+            i += 1;
+        } else {
+            gap_r.push(j);
+            j += 1;
+        }
+    }
+    flush(&mut out, &mut gap_e, &mut gap_r);
+    out
 }
 
 /// The session history a transcript assumes, built with our own host from
@@ -932,7 +1001,9 @@ pub fn plan_history(t: &Transcript) -> Result<Option<HistoryPlan>, String> {
         return Ok(None);
     };
     let method = line.method();
-    if method == "session/start" {
+    if method == "session/start" || !PROTOCOL_CLIENT_METHODS.contains(&method) {
+        // A method outside PROTOCOL.md is answered `methodNotFound` before
+        // any session is looked at (error precedence, section 1).
         return Ok(None);
     }
     let sid = frame
@@ -1377,6 +1448,32 @@ mod tests {
             &mut out,
         );
         assert_eq!(out[0].kind, DiffKind::Missing);
+    }
+
+    #[test]
+    fn alignment_reports_a_missing_frame_alone_and_pairs_a_changed_one() {
+        let k = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let a = align(&k(&["a", "r", "b", "c"]), &k(&["a", "b", "c"]));
+        assert_eq!(
+            a,
+            vec![
+                (Some(0), Some(0)),
+                (Some(1), None),
+                (Some(2), Some(1)),
+                (Some(3), Some(2))
+            ]
+        );
+        let a = align(&k(&["a", "x", "c"]), &k(&["a", "y", "c", "z"]));
+        assert_eq!(
+            a,
+            vec![
+                (Some(0), Some(0)),
+                (Some(1), Some(1)),
+                (Some(2), Some(2)),
+                (None, Some(3))
+            ]
+        );
+        assert!(align(&[], &[]).is_empty());
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::raw::{rewrite_raw, string_values};
-use super::{Dir, Line, Transcript, EXIT_INFRA, EXIT_MISMATCH, EXIT_PASS};
+use super::{mk_diff, Dir, IdSpace, Line, Transcript, EXIT_INFRA, EXIT_MISMATCH, EXIT_PASS};
 use crate::conformance::compare::{Comparator, Diff, DiffKind, Rules};
 use crate::proto::ids::is_hyphenated_uuid;
 
@@ -73,12 +73,12 @@ pub struct Fixture<'a> {
     t: &'a Transcript,
     next: usize,
     cmp: Comparator,
+    ids: IdSpace,
 }
 
 /// The rules client frames are matched with.
 pub fn fixture_rules(t: &Transcript) -> Rules {
     let unified = [
-        "id",
         "**.commandId",
         "**.turnId",
         "**.expectedTurnId",
@@ -104,6 +104,7 @@ impl<'a> Fixture<'a> {
             t,
             next: 0,
             cmp: Comparator::new(fixture_rules(t)),
+            ids: IdSpace::default(),
         }
     }
 
@@ -142,9 +143,10 @@ impl<'a> Fixture<'a> {
             Some(Value::String(n)) if n != s => Some(n.clone()),
             _ => None,
         };
+        let ids = &self.ids;
         let top_id = |v: &Value| {
             if is_response {
-                cmp.mapped(v).cloned()
+                ids.mapped(v).cloned()
             } else {
                 None
             }
@@ -223,19 +225,23 @@ impl<'a> Fixture<'a> {
         let (mut e, mut r) = (e.clone(), r.clone());
         let mut diffs = Vec::new();
         let is_response = |v: &Value| v.get("method").is_none() && v.get("id").is_some();
-        if is_response(&e) && is_response(&r) {
-            let (ei, ri) = (e["id"].take(), r["id"].take());
-            if ei != ri {
-                diffs.push(Diff {
-                    path: "$.id".into(),
-                    kind: DiffKind::Value,
-                    expected: Some(ei),
-                    received: Some(ri),
-                });
-            }
-            if let (Some(eo), Some(ro)) = (e.as_object_mut(), r.as_object_mut()) {
-                eo.remove("id");
-                ro.remove("id");
+        let is_request = |v: &Value| v.get("method").is_some() && v.get("id").is_some();
+        let both_responses = is_response(&e) && is_response(&r);
+        if both_responses || (is_request(&e) && is_request(&r)) {
+            let take = |v: &mut Value| {
+                v.as_object_mut()
+                    .and_then(|o| o.remove("id"))
+                    .unwrap_or(Value::Null)
+            };
+            let (ei, ri) = (take(&mut e), take(&mut r));
+            if both_responses {
+                // An answer to the fixture's own request: the id it used.
+                if ei != ri {
+                    diffs.push(mk_diff("$.id", DiffKind::Value, Some(&ei), Some(&ri)));
+                }
+            } else if let Some(kind) = self.ids.unify(&ei, &ri) {
+                // The client's id space: one-to-one, any JSON type.
+                diffs.push(mk_diff("$.id", kind, Some(&ei), Some(&ri)));
             }
         }
         diffs.extend(self.cmp.compare_frame(&e, &r));

@@ -290,7 +290,7 @@ impl Host {
                     tool,
                     extra,
                     approval,
-                    effect: _,
+                    effect,
                     background_ms,
                 } => {
                     let item_id = self.mint_id();
@@ -340,6 +340,11 @@ impl Host {
                                     params,
                                     durable_at,
                                 });
+                            }
+                            // A call with no effect of the core's is the
+                            // agent's to complete once the decision is in.
+                            if effect.is_none() && background_ms.is_none() {
+                                self.run_mut(sid).open_tool = Some(item_id);
                             }
                             self.run_mut(sid).blocked = true;
                             return;

@@ -1,0 +1,202 @@
+//! Lifecycle of the real host: orderly shutdown on end of stdin and on
+//! SIGTERM, many concurrent TCP clients sharing fsyncs (group commit;
+//! correctness only, no timing), the Unix-socket transport, and the
+//! ephemeral host.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+
+use common::{code, start, v7, Via};
+use serde_json::{json, Value};
+
+#[test]
+fn end_of_stdin_closes_every_session_then_exits_zero() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, c) = start(dir.path(), Via::Stdio, &[], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let (a, b) = (v7(), v7());
+    c.start_session(&a);
+    c.start_session(&b);
+    let t = c.request("turn/start", json!({"commandId": v7(), "sessionId": a, "input": [{"type": "text", "text": "!sleep 60000 forever"}]}));
+    assert_eq!(t["result"]["disposition"], json!("started"));
+    c.close_input();
+    let tail = c.expect_eof();
+    let closed: Vec<&Value> = tail
+        .iter()
+        .filter(|f| f["method"] == "session/closed")
+        .collect();
+    let mut ids: Vec<&str> = closed
+        .iter()
+        .map(|f| f["params"]["sessionId"].as_str().expect("sessionId"))
+        .collect();
+    ids.sort_unstable();
+    let mut want = vec![a.as_str(), b.as_str()];
+    want.sort_unstable();
+    assert_eq!(ids, want, "one session/closed per loaded session");
+    assert!(closed
+        .iter()
+        .all(|f| f["params"]["reason"] == "hostShutdown"));
+    let ended = tail
+        .iter()
+        .find(|f| f["method"] == "turn/completed")
+        .expect("the running turn ends at shutdown");
+    assert_eq!(ended["params"]["terminal"], json!("cancelled"));
+    let status = server.wait_exit();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+
+    // The leases are free and the logs complete: a new host resumes both
+    // with no recovery (the turn ended in order, not by crash).
+    let (_server, c) = start(dir.path(), Via::Stdio, &[], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    for sid in [&a, &b] {
+        let r = c.request(
+            "session/resume",
+            json!({"commandId": v7(), "sessionId": sid}),
+        );
+        assert!(r["result"]["session"].is_object(), "{r}");
+    }
+    let history = c.history(&a);
+    assert!(!history
+        .iter()
+        .any(|e| e["method"] == "turn/completed" && e["params"]["reason"] == "crash"));
+}
+
+#[test]
+fn sigterm_is_an_orderly_shutdown_over_tcp() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, _) = start(dir.path(), Via::Tcp, &[], &[]);
+    let mut c = server.tcp();
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    server.sigterm();
+    let closed = c.wait_for("session/closed", |f| f["method"] == "session/closed");
+    assert_eq!(closed["params"]["reason"], json!("hostShutdown"));
+    assert_eq!(closed["params"]["sessionId"], json!(sid));
+    let status = server.wait_exit();
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(0), None),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn many_concurrent_tcp_clients_all_get_acks() {
+    const CLIENTS: usize = 24;
+    const COMMANDS_EACH: usize = 8;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, _) = start(dir.path(), Via::Tcp, &[], &[]);
+    let sid = v7();
+    let mut first = server.tcp();
+    first.init();
+    assert!(first.start_session(&sid)["result"].is_object());
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let mut c = server.tcp();
+            c.init();
+            let r = c.request(
+                "session/resume",
+                json!({"commandId": v7(), "sessionId": sid}),
+            );
+            assert!(r["result"].is_object(), "{r}");
+            c
+        })
+        .collect();
+    let handles: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(n, mut c)| {
+            let sid = sid.clone();
+            std::thread::spawn(move || {
+                // Pipeline every command, then collect every answer.
+                let mut sent = Vec::new();
+                for k in 0..COMMANDS_EACH {
+                    let cid = v7();
+                    let p = json!({"commandId": cid, "sessionId": sid, "expectedRevision": (n * COMMANDS_EACH + k) as u64 / 4, "set": {format!("c{n}"): k}});
+                    sent.push((c.send_request("state/update", p), cid));
+                }
+                let mut accepted = 0usize;
+                for (id, cid) in sent {
+                    let r = c.response(&json!(id));
+                    if r.get("result").is_some() {
+                        assert_eq!(r["result"]["commandId"], json!(cid));
+                        accepted += 1;
+                    } else {
+                        assert_eq!(code(&r), -32030, "{r}");
+                        assert_eq!(r["error"]["data"]["reason"], json!("stale_revision"), "{r}");
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let accepted: usize = handles
+        .into_iter()
+        .map(|h| h.join().expect("client thread"))
+        .sum();
+    let read = first.request("session/read", json!({"sessionId": sid}));
+    assert_eq!(
+        read["result"]["history"]["snapshot"]["state"]["revision"],
+        json!(accepted),
+        "every accepted update, and only those, was applied"
+    );
+}
+
+#[test]
+fn unix_socket_transport_serves_and_removes_its_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("msp.sock");
+    let (mut server, _) = start(&dir.path().join("data"), Via::Unix(sock.clone()), &[], &[]);
+    let mut c = server.unix();
+    c.init();
+    let sid = v7();
+    let r = c.start_session(&sid);
+    assert_eq!(r["result"]["viewCursor"], json!(format!("v:{sid}:0")));
+    let mut d = server.unix();
+    d.init();
+    let r = d.request("session/read", json!({"sessionId": sid}));
+    assert_eq!(r["result"]["session"]["sessionId"], json!(sid));
+    server.sigterm();
+    assert_eq!(server.wait_exit().code(), Some(0));
+    assert!(!sock.exists(), "the socket file is removed at exit");
+}
+
+#[test]
+fn an_ephemeral_host_forgets_its_sessions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, c) = start(dir.path(), Via::Stdio, &["--durability", "ephemeral"], &[]);
+    let mut c = c.expect("stdio client");
+    let init = c.init();
+    assert_eq!(init["sessionDurability"], json!("ephemeral"));
+    let sid = v7();
+    let r = c.start_session(&sid);
+    assert_eq!(r["result"]["session"]["path"], json!(""));
+    let up = json!({"commandId": v7(), "sessionId": sid, "expectedRevision": 0, "set": {"a": 1}});
+    let first = c.request("state/update", up.clone());
+    assert_eq!(first["result"]["revision"], json!(1));
+    assert_eq!(
+        c.request("state/update", up)["result"],
+        first["result"],
+        "dedupe for the host's lifetime"
+    );
+    c.close_input();
+    c.expect_eof();
+    assert_eq!(server.wait_exit().code(), Some(0));
+    assert!(
+        !dir.path().join("sessions").exists(),
+        "nothing written to disk"
+    );
+
+    let (_server, c) = start(dir.path(), Via::Stdio, &["--durability", "ephemeral"], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let r = c.request(
+        "session/resume",
+        json!({"commandId": v7(), "sessionId": sid}),
+    );
+    assert_eq!(code(&r), -32020, "another host answers sessionNotFound");
+}

@@ -1,0 +1,877 @@
+//! SDK-like clients: one `commandId` per logical command, retried with the
+//! same id after a timeout, a reconnect or a retryable error; after a host
+//! died, the session is reloaded (possibly elsewhere) with `session/resume`
+//! from the last durable cursor. Clients never invent terminals; they learn
+//! outcomes from answers and the view.
+//!
+//! Fault model: clients inject the application-level faults of the
+//! workload: double clicks (one logical command sent twice), deliberate
+//! conflicts (an id reused with another payload), stale `expectedRevision`,
+//! commands aimed at turns, tasks and approvals that are gone. Every random
+//! choice goes through [`World::decide`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+
+use crate::workload::Scenario;
+use crate::world::{Decision, World};
+
+/// A request not answered after this long is sent again (same command id).
+pub const REQUEST_TIMEOUT_MS: u64 = 3_000;
+/// An unanswered handshake after this long drops the link.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
+
+/// What a client asks the world to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Open a link to this host.
+    Connect(usize),
+    /// Put a line on the current link.
+    Send(Vec<u8>),
+    /// Close the current link.
+    Close,
+    /// Wake me at this time.
+    WakeAt(u64),
+    /// A note for the trace.
+    Note(String),
+}
+
+/// Why a logical command exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `session/start`.
+    Start,
+    /// `session/resume` (a reload after a reconnect or a host death).
+    Resume,
+    /// A workload command.
+    Normal,
+    /// A deliberate reuse of a settled command's id with another payload.
+    Conflict,
+}
+
+/// One logical command.
+#[derive(Debug, Clone)]
+pub struct Cmd {
+    /// The command id (minted once).
+    pub cid: String,
+    /// The method.
+    pub method: String,
+    /// Params, `commandId` included.
+    pub params: Value,
+    /// Why it exists.
+    pub purpose: Purpose,
+    /// A final answer arrived.
+    pub done: bool,
+    /// Given up without an answer (its host died and ids must not be
+    /// replayed elsewhere, or its session is gone).
+    pub lost: bool,
+    /// Sends so far.
+    pub sent_count: u32,
+    /// Time of the last send (None: must be sent).
+    pub last_sent_ms: Option<u64>,
+    /// Retry after a retryable error no earlier than this.
+    pub retry_at_ms: Option<u64>,
+    /// The first final answer (`result` or `error` object).
+    pub answer: Option<Value>,
+    /// Issued in the liveness phase or before.
+    pub issued_ms: u64,
+}
+
+/// The client's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Owns one session and drives it.
+    Driver,
+    /// Reads other clients' sessions from its own connections.
+    Observer,
+}
+
+/// Context the world hands a client.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// Hosts that are up.
+    pub live_hosts: Vec<usize>,
+    /// In the liveness phase (faults healed, no new work).
+    pub healing: bool,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Sessions other clients hold (for the observer).
+    pub sessions: Vec<String>,
+}
+
+/// An SDK-like client.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// Index.
+    pub idx: usize,
+    /// Role.
+    pub role: Role,
+    /// Current link, if any.
+    pub link: Option<u64>,
+    host: usize,
+    ready: bool,
+    init_sent_ms: u64,
+    next_rpc: u64,
+    inflight: BTreeMap<u64, usize>,
+    /// Every logical command, in issue order.
+    pub cmds: Vec<Cmd>,
+    start: Option<usize>,
+    resume: Option<usize>,
+    active: Option<usize>,
+    /// The session this client drives.
+    pub session: Option<String>,
+    loaded: bool,
+    last_cursor: Option<String>,
+    running: Option<String>,
+    queued: Vec<String>,
+    seen_turns: Vec<String>,
+    tasks: BTreeSet<String>,
+    approvals: BTreeSet<String>,
+    revision: i64,
+    budget: u32,
+    timeouts_in_row: u32,
+    counter: u64,
+    idle_until_ms: u64,
+}
+
+fn ms_of(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+impl Client {
+    /// A client with `budget` logical commands to issue.
+    pub fn new(idx: usize, role: Role, budget: u32) -> Client {
+        Client {
+            idx,
+            role,
+            link: None,
+            host: 0,
+            ready: false,
+            init_sent_ms: 0,
+            next_rpc: 1,
+            inflight: BTreeMap::new(),
+            cmds: Vec::new(),
+            start: None,
+            resume: None,
+            active: None,
+            session: None,
+            loaded: false,
+            last_cursor: None,
+            running: None,
+            queued: Vec::new(),
+            seen_turns: Vec::new(),
+            tasks: BTreeSet::new(),
+            approvals: BTreeSet::new(),
+            revision: 0,
+            budget,
+            timeouts_in_row: 0,
+            counter: 0,
+            idle_until_ms: 0,
+        }
+    }
+
+    /// Logical commands this client may still issue in the safety phase.
+    pub fn budget_left(&self) -> u32 {
+        self.budget
+    }
+
+    /// No logical command is outstanding.
+    pub fn settled(&self) -> bool {
+        self.cmds.iter().all(|c| c.done || c.lost)
+    }
+
+    fn mint(&mut self, w: &mut World) -> String {
+        let bits = w.bits128(Decision::Ids);
+        msp::proto::ids::mint_uuid_v7(w.now_ms, bits)
+    }
+
+    fn frame(&mut self, method: &str, params: Value) -> (u64, Vec<u8>) {
+        let id = self.next_rpc;
+        self.next_rpc += 1;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .expect("serialise");
+        line.push(b'\n');
+        (id, line)
+    }
+
+    fn new_cmd(
+        &mut self,
+        w: &mut World,
+        method: &str,
+        mut params: Value,
+        purpose: Purpose,
+    ) -> usize {
+        let cid = self.mint(w);
+        params["commandId"] = json!(cid);
+        self.push_cmd(w, cid, method, params, purpose)
+    }
+
+    fn push_cmd(
+        &mut self,
+        w: &World,
+        cid: String,
+        method: &str,
+        params: Value,
+        purpose: Purpose,
+    ) -> usize {
+        self.cmds.push(Cmd {
+            cid,
+            method: method.to_string(),
+            params,
+            purpose,
+            done: false,
+            lost: false,
+            sent_count: 0,
+            last_sent_ms: None,
+            retry_at_ms: None,
+            answer: None,
+            issued_ms: w.now_ms,
+        });
+        self.cmds.len() - 1
+    }
+
+    /// Sends (or re-sends) command `i`; a double click sends it twice.
+    fn send_cmd(&mut self, w: &mut World, i: usize, out: &mut Vec<Action>, double_click: bool) {
+        let copies = if double_click { 2 } else { 1 };
+        for _ in 0..copies {
+            let (id, line) = self.frame(&self.cmds[i].method.clone(), self.cmds[i].params.clone());
+            self.inflight.insert(id, i);
+            out.push(Action::Send(line));
+        }
+        let c = &mut self.cmds[i];
+        c.sent_count += 1;
+        c.last_sent_ms = Some(w.now_ms);
+        c.retry_at_ms = None;
+    }
+
+    /// Drives command `i`: sends it when due. Returns true when it is still
+    /// outstanding (the caller waits for it).
+    fn drive(&mut self, w: &mut World, i: usize, out: &mut Vec<Action>) -> bool {
+        if self.cmds[i].done || self.cmds[i].lost {
+            return false;
+        }
+        let now = w.now_ms;
+        let due = match (self.cmds[i].last_sent_ms, self.cmds[i].retry_at_ms) {
+            (_, Some(r)) => r <= now,
+            (None, None) => true,
+            (Some(t), None) => {
+                if now >= t + REQUEST_TIMEOUT_MS {
+                    self.timeouts_in_row += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if self.timeouts_in_row >= 2 {
+            // The link looks dead: leave it; the command is retried on the
+            // next one.
+            self.timeouts_in_row = 0;
+            out.push(Action::Close);
+            self.on_closed();
+            return true;
+        }
+        if due {
+            let dbl = self.cmds[i].sent_count == 0 && w.chance(Decision::Client, 80);
+            self.send_cmd(w, i, out, dbl);
+        }
+        true
+    }
+
+    /// The world opened `link` for this client.
+    pub fn on_connected(&mut self, w: &mut World, link: u64, host: usize) -> Vec<Action> {
+        self.link = Some(link);
+        self.host = host;
+        self.ready = false;
+        self.init_sent_ms = w.now_ms;
+        let (_, line) = self.frame(
+            "initialize",
+            json!({"clientInfo": {"name": "msp_sim", "version": "1"}}),
+        );
+        let mut l2 = serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "initialized"}))
+            .expect("serialise");
+        l2.push(b'\n');
+        vec![Action::Send(line), Action::Send(l2)]
+    }
+
+    /// The current link closed (cut, host death, or our own close).
+    pub fn on_closed(&mut self) {
+        self.link = None;
+        self.ready = false;
+        self.loaded = false;
+        self.inflight.clear();
+        for c in self.cmds.iter_mut().filter(|c| !c.done && !c.lost) {
+            c.last_sent_ms = None;
+        }
+    }
+
+    /// A timer fired.
+    pub fn on_wake(&mut self, w: &mut World, ctx: &Ctx) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.step(w, ctx, &mut out);
+        let next = w.now_ms
+            + if ctx.healing {
+                250
+            } else {
+                w.range(Decision::Client, 20, 400)
+            };
+        out.push(Action::WakeAt(next));
+        out
+    }
+
+    fn step(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
+        let now = w.now_ms;
+        if self.link.is_none() {
+            if ctx.live_hosts.is_empty() {
+                return;
+            }
+            let h =
+                ctx.live_hosts[w.decide(Decision::Placement, ctx.live_hosts.len() as u64) as usize];
+            out.push(Action::Connect(h));
+            return;
+        }
+        if !self.ready {
+            if now >= self.init_sent_ms + HANDSHAKE_TIMEOUT_MS {
+                out.push(Action::Close);
+                self.on_closed();
+            }
+            return;
+        }
+        if !ctx.healing && w.chance(Decision::Client, self.reconnect_permille(ctx)) {
+            out.push(Action::Close);
+            self.on_closed();
+            out.push(Action::Note("reconnect: leaves its host".into()));
+            return;
+        }
+        if self.role == Role::Observer {
+            self.observe(w, ctx, out);
+            return;
+        }
+        // 1. A session to drive.
+        if self.session.is_none() {
+            let i = match self.start {
+                Some(i) if !self.cmds[i].done && !self.cmds[i].lost => i,
+                _ => {
+                    if ctx.healing
+                        && self.budget == 0
+                        && self.cmds.iter().any(|c| c.purpose == Purpose::Start)
+                    {
+                        return;
+                    }
+                    let explicit = w.chance(Decision::Client, 500);
+                    let params = if explicit {
+                        let sid = self.mint(w);
+                        json!({"sessionId": sid})
+                    } else {
+                        json!({})
+                    };
+                    let i = self.new_cmd(w, "session/start", params, Purpose::Start);
+                    self.start = Some(i);
+                    i
+                }
+            };
+            self.drive(w, i, out);
+            return;
+        }
+        // 2. The session loaded on this link.
+        if !self.loaded {
+            let i = match self.resume {
+                Some(i) if !self.cmds[i].done && !self.cmds[i].lost => i,
+                _ => {
+                    let mut p = json!({"sessionId": self.session.clone().expect("session")});
+                    if let Some(c) = &self.last_cursor {
+                        p["cursor"] = json!(c);
+                    }
+                    let i = self.new_cmd(w, "session/resume", p, Purpose::Resume);
+                    self.resume = Some(i);
+                    i
+                }
+            };
+            self.drive(w, i, out);
+            return;
+        }
+        // 3. The command in flight.
+        if let Some(i) = self.active {
+            if self.drive(w, i, out) {
+                return;
+            }
+            self.active = None;
+        }
+        if now < self.idle_until_ms {
+            return;
+        }
+        // 4. Something new.
+        if ctx.healing || self.budget == 0 {
+            if let Some(a) = self.approvals.iter().next().cloned() {
+                self.decide_approval(w, &a, out, true);
+            }
+            return;
+        }
+        self.budget -= 1;
+        self.pick(w, ctx, out);
+    }
+
+    fn reconnect_permille(&self, ctx: &Ctx) -> u64 {
+        match ctx.scenario {
+            Scenario::LeaseHandover => 25,
+            Scenario::Mixed => 5,
+            _ => 2,
+        }
+    }
+
+    fn observe(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
+        if ctx.sessions.is_empty() || !w.chance(Decision::Client, 150) {
+            return;
+        }
+        let s =
+            ctx.sessions[w.decide(Decision::Client, ctx.sessions.len() as u64) as usize].clone();
+        let (_, line) = self.frame("session/read", json!({"sessionId": s}));
+        self.inflight.insert(self.next_rpc - 1, usize::MAX);
+        out.push(Action::Send(line));
+    }
+
+    fn text(&mut self, w: &mut World, ctx: &Ctx) -> String {
+        self.counter += 1;
+        let n = self.counter;
+        let kinds: &[u64] = match ctx.scenario {
+            Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5],
+            Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5],
+            _ => &[0, 1, 1, 2, 3, 4, 5],
+        };
+        match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
+            0 => format!("hello {n} from client {}", self.idx),
+            1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
+            2 => format!("!fail-launch {n}"),
+            3 => format!("!effect keyed act-{}-{n}", self.idx),
+            4 => format!("!effect unkeyed act-{}-{n}", self.idx),
+            _ => format!("!task {}", w.range(Decision::Client, 300, 4000)),
+        }
+    }
+
+    fn pick(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
+        let sid = self.session.clone().expect("session");
+        let weights: [u64; 9] = match ctx.scenario {
+            Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6],
+            _ => [30, 5, 5, 6, 5, 15, 8, 4, 8],
+        };
+        let total: u64 = weights.iter().sum();
+        let mut r = w.decide(Decision::Client, total);
+        let mut choice = 0;
+        for (k, wt) in weights.iter().enumerate() {
+            if r < *wt {
+                choice = k;
+                break;
+            }
+            r -= wt;
+        }
+        let any_turn = |me: &Client, w: &mut World| -> Option<String> {
+            if me.seen_turns.is_empty() {
+                None
+            } else {
+                Some(
+                    me.seen_turns[w.decide(Decision::Client, me.seen_turns.len() as u64) as usize]
+                        .clone(),
+                )
+            }
+        };
+        let (method, params) = match choice {
+            1 => {
+                let t = self.running.clone().or_else(|| any_turn(self, w));
+                let text = self.text(w, ctx);
+                match t {
+                    Some(t) => (
+                        "turn/steer",
+                        json!({"sessionId": sid, "expectedTurnId": t, "input": [{"type": "text", "text": text}]}),
+                    ),
+                    None => return self.pick_turn(w, ctx, out, &sid),
+                }
+            }
+            2 => {
+                let t = if !self.queued.is_empty() && w.chance(Decision::Client, 800) {
+                    Some(
+                        self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize]
+                            .clone(),
+                    )
+                } else {
+                    any_turn(self, w)
+                };
+                match t {
+                    Some(t) => ("turn/unqueue", json!({"sessionId": sid, "turnId": t})),
+                    None => return self.pick_turn(w, ctx, out, &sid),
+                }
+            }
+            3 => {
+                let m = if w.chance(Decision::Client, 500) {
+                    "turn/interrupt"
+                } else {
+                    "turn/cancel"
+                };
+                let mut p = json!({"sessionId": sid});
+                if w.chance(Decision::Client, 600) {
+                    if let Some(t) = self.running.clone().or_else(|| any_turn(self, w)) {
+                        p["turnId"] = json!(t);
+                    }
+                }
+                (m, p)
+            }
+            4 => match self.tasks.iter().next().cloned() {
+                Some(t) if w.chance(Decision::Client, 700) => {
+                    ("task/stop", json!({"sessionId": sid, "taskId": t}))
+                }
+                _ => ("task/stopAll", json!({"sessionId": sid})),
+            },
+            5 => match self.approvals.iter().next().cloned() {
+                Some(a) => return self.decide_approval(w, &a, out, false),
+                None => return self.pick_turn(w, ctx, out, &sid),
+            },
+            6 => {
+                let stale = w.chance(Decision::Client, 200);
+                let rev = if stale {
+                    self.revision + 1
+                } else {
+                    self.revision
+                };
+                self.counter += 1;
+                let mut set = serde_json::Map::new();
+                set.insert(format!("k{}", self.counter % 5), json!(self.counter));
+                if w.chance(Decision::Client, 200) {
+                    set.insert(format!("k{}", (self.counter + 1) % 5), Value::Null);
+                }
+                (
+                    "state/update",
+                    json!({"sessionId": sid, "expectedRevision": rev, "set": set}),
+                )
+            }
+            7 => return self.conflict_probe(w, out, &sid),
+            8 => {
+                self.idle_until_ms = w.now_ms + w.range(Decision::Client, 200, 3000);
+                return;
+            }
+            _ => return self.pick_turn(w, ctx, out, &sid),
+        };
+        let i = self.new_cmd(w, method, params, Purpose::Normal);
+        self.active = Some(i);
+        self.drive(w, i, out);
+    }
+
+    fn pick_turn(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>, sid: &str) {
+        let text = self.text(w, ctx);
+        let mut p = json!({"sessionId": sid, "input": [{"type": "text", "text": text}]});
+        match w.decide(Decision::Client, 5) {
+            0 | 1 => {}
+            2 => p["ifBusy"] = json!("queue"),
+            3 => p["ifBusy"] = json!("steer"),
+            _ => p["ifBusy"] = json!("replace"),
+        }
+        let i = self.new_cmd(w, "turn/start", p, Purpose::Normal);
+        self.active = Some(i);
+        self.drive(w, i, out);
+    }
+
+    fn decide_approval(
+        &mut self,
+        w: &mut World,
+        a: &str,
+        out: &mut Vec<Action>,
+        approve_only: bool,
+    ) {
+        let sid = self.session.clone().expect("session");
+        let choice = if approve_only || w.chance(Decision::Client, 750) {
+            "approve"
+        } else {
+            "deny"
+        };
+        let p = json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice});
+        self.approvals.remove(a);
+        let i = self.new_cmd(w, "approval/decide", p, Purpose::Normal);
+        self.active = Some(i);
+        self.drive(w, i, out);
+    }
+
+    /// Reuses a settled durable command's id with another payload.
+    fn conflict_probe(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {
+        let candidates: Vec<usize> = self
+            .cmds
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.purpose == Purpose::Normal
+                    && matches!(c.method.as_str(), "turn/start" | "state/update")
+                    && c.params["sessionId"].as_str() == Some(sid)
+                    && c.answer.as_ref().is_some_and(|a| {
+                        a.get("result").is_some()
+                            || (a["error"]["code"] == json!(-32030)
+                                && a["error"]["data"]["reason"] != json!("command_id_conflict"))
+                    })
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
+        self.counter += 1;
+        let cid = self.cmds[orig].cid.clone();
+        let params = json!({"sessionId": sid, "commandId": cid, "input": [{"type": "text", "text": format!("conflict-probe {}", self.counter)}]});
+        let i = self.push_cmd(w, cid, "turn/start", params, Purpose::Conflict);
+        self.active = Some(i);
+        self.drive(w, i, out);
+    }
+
+    /// A line arrived on the current link.
+    pub fn on_line(&mut self, w: &mut World, ctx: &Ctx, line: &[u8]) -> Vec<Action> {
+        let mut out = Vec::new();
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return out;
+        };
+        let has_method = v.get("method").is_some();
+        if has_method && v.get("id").is_some() {
+            // A server request (approval/request): answer `{}`.
+            let mut l = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": v["id"], "result": {}}))
+                .expect("serialise");
+            l.push(b'\n');
+            out.push(Action::Send(l));
+            self.on_event(&v["method"], &v["params"]);
+            return out;
+        }
+        if has_method {
+            self.on_event(&v["method"], &v["params"]);
+            return out;
+        }
+        let Some(id) = v["id"].as_u64() else {
+            return out;
+        };
+        if !self.ready {
+            if v.get("result").is_some() {
+                self.ready = true;
+            }
+            return out;
+        }
+        let Some(i) = self.inflight.remove(&id) else {
+            return out;
+        };
+        self.timeouts_in_row = 0;
+        if i == usize::MAX {
+            return out; // an observer's read
+        }
+        self.on_answer(w, ctx, i, &v, &mut out);
+        out
+    }
+
+    fn on_answer(&mut self, w: &mut World, ctx: &Ctx, i: usize, v: &Value, out: &mut Vec<Action>) {
+        if self.cmds[i].done || self.cmds[i].lost {
+            return;
+        }
+        let now = w.now_ms;
+        if let Some(r) = v.get("result") {
+            self.finish(i, v);
+            match self.cmds[i].purpose {
+                Purpose::Start => {
+                    let sid = r["session"]["sessionId"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    self.session = Some(sid);
+                    self.loaded = true;
+                    self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
+                }
+                Purpose::Resume => {
+                    self.loaded = true;
+                    if r["history"]["mode"] == json!("snapshot") {
+                        self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
+                        let st = &r["history"]["snapshot"]["state"];
+                        self.running = st["activeTurn"]["turnId"].as_str().map(str::to_string);
+                        self.queued = st["queuedTurns"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|t| t["turnId"].as_str().map(str::to_string))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        self.approvals = st["pendingApprovals"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|t| t["approvalId"].as_str().map(str::to_string))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        self.revision = ms_of(&st["revision"]);
+                    }
+                }
+                _ => {
+                    if r["disposition"] == json!("queued") {
+                        if let Some(t) = r["turnId"].as_str() {
+                            self.queued.push(t.to_string());
+                            self.seen_turns.push(t.to_string());
+                        }
+                    }
+                    if let Some(rev) = r["revision"].as_i64() {
+                        self.revision = self.revision.max(rev);
+                    }
+                }
+            }
+            return;
+        }
+        let e = &v["error"];
+        let code = e["code"].as_i64().unwrap_or(0);
+        let retryable = e["data"]["retryable"].as_bool().unwrap_or(false);
+        let purpose = self.cmds[i].purpose;
+        let backoff = now + w.range(Decision::Client, 100, 800);
+        match code {
+            -32021 | -32024 => {
+                if matches!(purpose, Purpose::Start | Purpose::Resume) {
+                    self.cmds[i].retry_at_ms = Some(backoff);
+                } else {
+                    // Not loaded on this link: reload, then retry.
+                    self.loaded = false;
+                    self.cmds[i].last_sent_ms = None;
+                    self.cmds[i].retry_at_ms = Some(backoff);
+                }
+            }
+            -32020 => {
+                if matches!(purpose, Purpose::Start) {
+                    self.cmds[i].retry_at_ms = Some(backoff);
+                } else if ctx.scenario.durable() && purpose == Purpose::Resume {
+                    // A durable session that vanished: record it (the
+                    // liveness oracle flags it) and start over.
+                    self.finish(i, v);
+                    self.lose_session(w, out, "durable session not found on resume");
+                } else {
+                    self.finish(i, v);
+                    self.lose_session(w, out, "session died with its ephemeral host");
+                }
+            }
+            -32011 => {
+                // Our cursor is unknown: resume from a snapshot.
+                self.finish(i, v);
+                self.last_cursor = None;
+            }
+            _ if retryable => self.cmds[i].retry_at_ms = Some(backoff),
+            _ => {
+                self.finish(i, v);
+                if purpose == Purpose::Start {
+                    out.push(Action::Note(format!(
+                        "session/start {} refused: starts over",
+                        self.cmds[i].cid
+                    )));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, i: usize, v: &Value) {
+        let c = &mut self.cmds[i];
+        c.done = true;
+        let ans = if let Some(r) = v.get("result") {
+            json!({"result": r})
+        } else {
+            json!({"error": v["error"]})
+        };
+        c.answer = Some(ans);
+        self.inflight.retain(|_, k| *k != i);
+    }
+
+    fn lose_session(&mut self, _w: &mut World, out: &mut Vec<Action>, why: &str) {
+        for c in self.cmds.iter_mut().filter(|c| !c.done && !c.lost) {
+            c.lost = true;
+        }
+        out.push(Action::Note(format!(
+            "{why}: gives up its commands, starts a new session"
+        )));
+        self.session = None;
+        self.start = None;
+        self.resume = None;
+        self.active = None;
+        self.loaded = false;
+        self.last_cursor = None;
+        self.running = None;
+        self.queued.clear();
+        self.seen_turns.clear();
+        self.tasks.clear();
+        self.approvals.clear();
+        self.revision = 0;
+    }
+
+    /// In an ephemeral world a reconnect may reach a new incarnation: the
+    /// pending start and resume must not be replayed there, so they get new
+    /// ids (the old ones are given up).
+    pub fn forget_unsafe_replays(&mut self, out: &mut Vec<Action>) {
+        for slot in [self.start, self.resume].into_iter().flatten() {
+            let c = &mut self.cmds[slot];
+            if !c.done && !c.lost && c.sent_count > 0 {
+                c.lost = true;
+                out.push(Action::Note(format!(
+                    "{} {} not replayed after reconnect (ephemeral)",
+                    c.method, c.cid
+                )));
+            }
+        }
+    }
+
+    fn on_event(&mut self, method: &Value, p: &Value) {
+        let Some(m) = method.as_str() else { return };
+        if p["sessionId"].as_str() != self.session.as_deref() || self.session.is_none() {
+            return;
+        }
+        if let Some(c) = p["viewCursor"].as_str() {
+            if !c.contains('.') {
+                let newer = self.last_cursor.as_deref().map_or(true, |l| {
+                    msp::core::session::cursor_order(c) > msp::core::session::cursor_order(l)
+                });
+                if newer {
+                    self.last_cursor = Some(c.to_string());
+                }
+            }
+        }
+        let turn = p["turnId"].as_str().map(str::to_string);
+        match m {
+            "turn/started" => {
+                if let Some(t) = turn {
+                    self.queued.retain(|q| *q != t);
+                    if !self.seen_turns.contains(&t) {
+                        self.seen_turns.push(t.clone());
+                    }
+                    self.running = Some(t);
+                }
+            }
+            "turn/completed" | "turn/unqueued" => {
+                if let Some(t) = turn {
+                    self.queued.retain(|q| *q != t);
+                    if self.running.as_deref() == Some(t.as_str()) {
+                        self.running = None;
+                    }
+                }
+            }
+            "item/started" | "item/completed" => {
+                let item = &p["item"];
+                if item["tool"] == json!("background") {
+                    if let Some(id) = item["itemId"].as_str() {
+                        if m == "item/started" {
+                            self.tasks.insert(id.to_string());
+                        } else {
+                            self.tasks.remove(id);
+                        }
+                    }
+                }
+            }
+            "approval/requested" | "approval/request" => {
+                if let Some(a) = p["approvalId"].as_str() {
+                    self.approvals.insert(a.to_string());
+                }
+            }
+            "approval/resolved" => {
+                if let Some(a) = p["approvalId"].as_str() {
+                    self.approvals.remove(a);
+                }
+            }
+            "state/updated" => self.revision = self.revision.max(ms_of(&p["revision"])),
+            "session/closed" => self.loaded = false,
+            _ => {}
+        }
+    }
+}

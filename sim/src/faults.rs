@@ -1,0 +1,160 @@
+//! The swarm step: each seed first draws which faults are on and how hard.
+//!
+//! Fault model (all probabilities per opportunity, in permille):
+//! - network `drop` a line (either direction), `dup` a request line, `delay`
+//!   a line (FIFO kept), `reorder` requests within a small window on one
+//!   connection, `cut` a connection (both directions), `reconnect` (a client
+//!   leaves and picks a possibly different host);
+//! - disk: bytes are volatile until fsync; a crash loses unsynced bytes and
+//!   may keep a torn prefix of the last write (`tear`); `fsync-fail` fails a
+//!   sync (its unsynced bytes are lost, the host must not ack what it
+//!   covered); `disk-full` fails appends during a window;
+//! - process: `crash` at any output step, `crash-point` crash at a named
+//!   crash point, `restart` from the same disk after a delay;
+//! - effects: a provider may lose its response (`effect-lost`).
+//!
+//! Swarm testing (Groce et al.): a fault that is off for a seed lets the
+//! other faults reach deeper states, so each fault is on for only some
+//! seeds.
+
+use crate::workload::Scenario;
+use crate::world::{Decision, World};
+
+/// The fault verbs, for counting and printing.
+pub const FAULT_NAMES: [&str; 13] = [
+    "drop",
+    "dup",
+    "delay",
+    "reorder",
+    "cut",
+    "reconnect",
+    "tear",
+    "fsync-fail",
+    "disk-full",
+    "crash",
+    "crash-point",
+    "restart",
+    "effect-lost",
+];
+
+/// A seed's fault mix: permille per opportunity (0 = off).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultMix {
+    /// Lose a line.
+    pub drop_permille: u64,
+    /// Duplicate a request line.
+    pub dup_permille: u64,
+    /// Delay a line by up to `delay_max_ms`.
+    pub delay_permille: u64,
+    /// The longest delay.
+    pub delay_max_ms: u64,
+    /// Swap a request with the previous undelivered one.
+    pub reorder_permille: u64,
+    /// Cut a connection when a line passes.
+    pub cut_permille: u64,
+    /// A client leaves its host at a wake-up.
+    pub reconnect_permille: u64,
+    /// A crash keeps a torn prefix of the last write.
+    pub tear_permille: u64,
+    /// An fsync fails.
+    pub fsync_fail_permille: u64,
+    /// The disk fills up (per fsync, starting a window).
+    pub disk_full_permille: u64,
+    /// Crash at any output step.
+    pub crash_step_permille: u64,
+    /// Crash at a named crash point.
+    pub crash_point_permille: u64,
+    /// An effect response is lost.
+    pub effect_lost_permille: u64,
+}
+
+impl FaultMix {
+    /// Draws the mix of a seed for `scenario`.
+    pub fn draw(world: &mut World, scenario: Scenario) -> FaultMix {
+        let mut pick = |on_permille: u64, levels: &[u64]| -> u64 {
+            if world.chance(Decision::FaultMix, on_permille) {
+                levels[world.decide(Decision::FaultMix, levels.len() as u64) as usize]
+            } else {
+                0
+            }
+        };
+        let mut m = FaultMix {
+            drop_permille: pick(500, &[5, 20, 50]),
+            dup_permille: pick(500, &[20, 60, 150]),
+            delay_permille: pick(500, &[50, 200, 500]),
+            delay_max_ms: 0,
+            reorder_permille: pick(400, &[20, 80]),
+            cut_permille: pick(400, &[3, 10, 30]),
+            reconnect_permille: pick(400, &[10, 40]),
+            tear_permille: pick(600, &[300, 700, 1000]),
+            fsync_fail_permille: pick(300, &[10, 40]),
+            disk_full_permille: pick(200, &[5, 20]),
+            crash_step_permille: pick(500, &[1, 3, 8]),
+            crash_point_permille: pick(600, &[50, 150, 400]),
+            effect_lost_permille: pick(400, &[100, 300]),
+        };
+        m.delay_max_ms = if m.delay_permille > 0 {
+            [20, 200, 1500][world.decide(Decision::FaultMix, 3) as usize]
+        } else {
+            0
+        };
+        match scenario {
+            Scenario::Mixed => {}
+            Scenario::Turns => {
+                // Light faults: the point is turn control.
+                m.crash_step_permille = m.crash_step_permille.min(1);
+                m.crash_point_permille = m.crash_point_permille.min(30);
+                m.fsync_fail_permille = 0;
+                m.disk_full_permille = 0;
+            }
+            Scenario::CrashStorm => {
+                m.crash_step_permille = m.crash_step_permille.max(4);
+                m.crash_point_permille = m.crash_point_permille.max(250);
+                m.tear_permille = m.tear_permille.max(500);
+            }
+            Scenario::LeaseHandover => {
+                m.reconnect_permille = m.reconnect_permille.max(60);
+                m.crash_point_permille = 0;
+            }
+            Scenario::Ephemeral => {
+                m.tear_permille = 0;
+                m.fsync_fail_permille = 0;
+                m.disk_full_permille = 0;
+                m.crash_point_permille = m.crash_point_permille.min(50);
+            }
+        }
+        m
+    }
+
+    /// One line naming the faults that are on and how hard.
+    pub fn describe(&self) -> String {
+        let parts = [
+            ("drop", self.drop_permille),
+            ("dup", self.dup_permille),
+            ("delay", self.delay_permille),
+            ("reorder", self.reorder_permille),
+            ("cut", self.cut_permille),
+            ("reconnect", self.reconnect_permille),
+            ("tear", self.tear_permille),
+            ("fsync-fail", self.fsync_fail_permille),
+            ("disk-full", self.disk_full_permille),
+            ("crash", self.crash_step_permille),
+            ("crash-point", self.crash_point_permille),
+            ("effect-lost", self.effect_lost_permille),
+        ];
+        let on: Vec<String> = parts
+            .iter()
+            .filter(|(_, p)| *p > 0)
+            .map(|(n, p)| format!("{n}={p}\u{2030}"))
+            .collect();
+        if on.is_empty() {
+            "no faults".to_string()
+        } else {
+            let mut s = on.join(" ");
+            if self.delay_max_ms > 0 {
+                s.push_str(&format!(" (delay<={}ms)", self.delay_max_ms));
+            }
+            s
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! `msp-sim`: the msp runtime (the unmodified `msp::core::Host`) on a
+//! simulated clock, network and disk, with property oracles.
+//!
+//! A run ([`run::run`]) is one seed of one [`workload::Scenario`]: the
+//! world draws the seed's fault mix (swarm testing), runs a safety phase
+//! with faults on and a liveness phase with faults healed, records a
+//! [`trace::Trace`], and hands it to the [`oracle`]s. Every random choice
+//! goes through [`world::World::decide`]; the same seed gives the same
+//! trace hash.
+
+pub mod client;
+pub mod disk;
+pub mod faults;
+pub mod net;
+pub mod oracle;
+pub mod process;
+pub mod run;
+pub mod sweep;
+pub mod trace;
+pub mod workload;
+pub mod world;

@@ -1,0 +1,89 @@
+//! Host processes: each runs the unmodified `msp::core::Host`.
+//!
+//! Fault model: a process may crash at any output step and at the named
+//! crash points (every later output of that step is dropped with the
+//! process); a crashed process frees its leases and closes its links; it
+//! restarts after a delay as a new `Host` fed nothing but what the disk
+//! holds. Several processes may share one disk and contend for a session's
+//! lease.
+
+use std::collections::BTreeMap;
+
+use msp::core::bugs::BugSet;
+use msp::core::{ConnId, Durability, Host, HostConfig};
+
+/// The data directory every simulated host uses (one shared disk).
+pub const DATA_DIR: &str = "/sim/data";
+
+/// One host process slot: its current incarnation, if alive.
+pub struct HostProc {
+    /// The live core, `None` while dead.
+    pub host: Option<Host>,
+    /// Incarnation number (1 for the first start).
+    pub inc: u64,
+    /// The armed timer (absolute ms).
+    pub timer_at_ms: Option<u64>,
+    /// Host connection id -> link id.
+    pub links: BTreeMap<ConnId, u64>,
+    /// Next connection id (never reused within an incarnation).
+    pub next_conn: ConnId,
+    /// A restart is scheduled.
+    pub restart_pending: bool,
+}
+
+impl HostProc {
+    /// A dead slot (started by the first `start`).
+    pub fn new() -> HostProc {
+        HostProc {
+            host: None,
+            inc: 0,
+            timer_at_ms: None,
+            links: BTreeMap::new(),
+            next_conn: 1,
+            restart_pending: false,
+        }
+    }
+
+    /// Starts a new incarnation.
+    pub fn start(
+        &mut self,
+        durability: Durability,
+        seed: u64,
+        idle_unload_ms: u64,
+        now_ms: u64,
+        bugs: BugSet,
+    ) {
+        debug_assert!(self.host.is_none(), "start only a dead process");
+        let mut cfg = HostConfig::new(DATA_DIR, durability, seed);
+        cfg.idle_unload_ms = idle_unload_ms;
+        self.inc += 1;
+        self.host = Some(Host::with_agent(
+            cfg,
+            now_ms,
+            msp::core::agent::scripted_factory(),
+            bugs,
+        ));
+        self.timer_at_ms = None;
+        self.links.clear();
+        self.next_conn = 1;
+        self.restart_pending = false;
+    }
+
+    /// Kills the incarnation; returns the links it had.
+    pub fn kill(&mut self) -> Vec<u64> {
+        self.host = None;
+        self.timer_at_ms = None;
+        std::mem::take(&mut self.links).into_values().collect()
+    }
+
+    /// Alive.
+    pub fn alive(&self) -> bool {
+        self.host.is_some()
+    }
+}
+
+impl Default for HostProc {
+    fn default() -> Self {
+        HostProc::new()
+    }
+}

@@ -1,0 +1,988 @@
+//! One simulated run: the world loop that ties hosts, links, the disk and
+//! clients together, then hands the trace to the oracles.
+//!
+//! Fault model: this module applies the faults of [`crate::faults`] at the
+//! points named there (each through `World::decide`): per line on a link,
+//! per host output (crash, crash point), per sync (fsync failure, disk
+//! full), per effect (lost response), per crash (torn write). A run is a
+//! safety phase with faults on, then a liveness phase with every fault
+//! healed and every dead host restarted, in which every client must
+//! converge.
+
+use std::collections::BTreeMap;
+
+use msp::core::bugs::{Bug, BugSet};
+use msp::core::{Durability, EffectMode, EffectOutcome, OpenMode, OpenResult, Output, ReadResult};
+
+use crate::client::{Action, Client, Ctx, Role};
+use crate::disk::Disk;
+use crate::faults::FaultMix;
+use crate::net::Link;
+use crate::oracle::{self, Violation};
+use crate::process::HostProc;
+use crate::trace::{Actor, Trace, What};
+use crate::workload::Scenario;
+use crate::world::{Decision, Event, World};
+
+/// The simulated epoch (so UUIDv7 timestamps look real).
+pub const START_MS: u64 = 1_754_590_931_000;
+/// The longest safety phase.
+pub const SAFETY_MAX_MS: u64 = 60_000;
+/// The liveness phase: every command must be answered within this.
+pub const LIVENESS_MS: u64 = 90_000;
+/// A run that processes more events than this is stuck.
+pub const EVENTS_MAX: u64 = 3_000_000;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunConfig {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The seed.
+    pub seed: u64,
+    /// A planted bug for every host, if any.
+    pub bug: Option<Bug>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The config.
+    pub config: RunConfig,
+    /// The fault mix, as printed.
+    pub mix: String,
+    /// The trace.
+    pub trace: Trace,
+    /// World events processed.
+    pub events_count: u64,
+    /// Simulated duration.
+    pub simulated_ms: u64,
+    /// Fault counts by verb.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Named crash points reached.
+    pub crash_point_hits: BTreeMap<&'static str, u64>,
+    /// Named crash points at which the host was crashed.
+    pub crash_point_crashes: BTreeMap<&'static str, u64>,
+    /// Property violations, first first.
+    pub violations: Vec<Violation>,
+}
+
+struct Sim {
+    w: World,
+    cfg: RunConfig,
+    mix: FaultMix,
+    durability: Durability,
+    bugs: BugSet,
+    idle_unload_ms: u64,
+    disk: Disk,
+    last_writer: BTreeMap<String, usize>,
+    hosts: Vec<HostProc>,
+    links: BTreeMap<u64, Link>,
+    next_link: u64,
+    clients: Vec<Client>,
+    trace: Trace,
+    healing: bool,
+    heal_scheduled: bool,
+    events_count: u64,
+    faults: BTreeMap<&'static str, u64>,
+    cp_hits: BTreeMap<&'static str, u64>,
+    cp_crashes: BTreeMap<&'static str, u64>,
+}
+
+/// Runs one seed of one scenario and checks every property.
+pub fn run(cfg: &RunConfig) -> RunResult {
+    let mut w = World::new(cfg.seed, START_MS);
+    let mix = FaultMix::draw(&mut w, cfg.scenario);
+    let idle_unload_ms = match cfg.scenario {
+        Scenario::LeaseHandover => 1_500,
+        _ => [0, 4_000, 600_000][w.decide(Decision::FaultMix, 3) as usize],
+    };
+    let durability = if cfg.scenario.durable() {
+        Durability::Durable
+    } else {
+        Durability::Ephemeral
+    };
+    let mut s = Sim {
+        w,
+        cfg: cfg.clone(),
+        mix,
+        durability,
+        bugs: cfg.bug.map(BugSet::one).unwrap_or_default(),
+        idle_unload_ms,
+        disk: Disk::default(),
+        last_writer: BTreeMap::new(),
+        hosts: (0..cfg.scenario.hosts_count())
+            .map(|_| HostProc::new())
+            .collect(),
+        links: BTreeMap::new(),
+        next_link: 1,
+        clients: Vec::new(),
+        trace: Trace::new(),
+        healing: false,
+        heal_scheduled: false,
+        events_count: 0,
+        faults: BTreeMap::new(),
+        cp_hits: BTreeMap::new(),
+        cp_crashes: BTreeMap::new(),
+    };
+    s.go();
+    let violations = oracle::check_all(&s.trace, &s.clients, cfg.scenario, &s.disk);
+    let mix = s.mix.describe();
+    RunResult {
+        config: cfg.clone(),
+        mix,
+        simulated_ms: s.w.now_ms - START_MS,
+        events_count: s.events_count,
+        faults: s.faults,
+        crash_point_hits: s.cp_hits,
+        crash_point_crashes: s.cp_crashes,
+        violations,
+        trace: s.trace,
+    }
+}
+
+impl Sim {
+    fn note(&mut self, actor: Actor, what: What) {
+        let now = self.w.now_ms - START_MS;
+        self.trace.push(now, actor, what);
+    }
+
+    fn count(&mut self, fault: &'static str) {
+        *self.faults.entry(fault).or_insert(0) += 1;
+    }
+
+    fn go(&mut self) {
+        let mix = self.mix.describe();
+        self.note(
+            Actor::World,
+            What::FaultMix(format!("{} idle-unload={}ms", mix, self.idle_unload_ms)),
+        );
+        self.note(Actor::World, What::Phase("safety".into()));
+        for h in 0..self.hosts.len() {
+            self.start_host(h);
+        }
+        let drivers = self.cfg.scenario.clients_count();
+        for c in 0..drivers {
+            self.clients.push(Client::new(
+                c,
+                Role::Driver,
+                self.cfg.scenario.commands_per_client(),
+            ));
+            let at = self.w.now_ms + self.w.range(Decision::Client, 0, 50);
+            self.w.schedule(at, Event::ClientWake(c));
+        }
+        if self.durability == Durability::Durable {
+            let o = self.clients.len();
+            self.clients.push(Client::new(o, Role::Observer, 0));
+            self.w.schedule(self.w.now_ms + 500, Event::ClientWake(o));
+        }
+        self.w.schedule(START_MS + SAFETY_MAX_MS, Event::Heal);
+        while let Some(ev) = self.w.pop() {
+            self.events_count += 1;
+            if self.events_count > EVENTS_MAX {
+                self.note(Actor::World, What::Note("event budget exhausted".into()));
+                break;
+            }
+            match ev {
+                Event::End => break,
+                Event::Heal => self.heal(),
+                Event::ClientWake(c) => self.client_wake(c),
+                Event::Deliver {
+                    link,
+                    to_host,
+                    line,
+                } => self.deliver(link, to_host, line),
+                Event::HostTimer { host, incarnation } => self.host_timer(host, incarnation),
+                Event::SyncDone {
+                    host,
+                    incarnation,
+                    session,
+                    upto_bytes,
+                    epoch,
+                } => self.sync_done(host, incarnation, session, upto_bytes, epoch),
+                Event::EffectDone {
+                    host,
+                    incarnation,
+                    token,
+                    outcome,
+                } => {
+                    if self.hosts[host].inc == incarnation {
+                        let o = [
+                            EffectOutcome::Committed,
+                            EffectOutcome::NotStarted,
+                            EffectOutcome::Unknown,
+                        ][outcome as usize];
+                        let now = self.w.now_ms;
+                        if let Some(hst) = self.hosts[host].host.as_mut() {
+                            hst.handle_effect_done(token, o, now);
+                            self.drain(host);
+                        }
+                    }
+                }
+                Event::Restart(h) => {
+                    if !self.hosts[h].alive() {
+                        self.start_host(h);
+                    }
+                }
+                Event::HostSeesClose { link } => self.host_sees_close(link),
+            }
+        }
+        self.note(Actor::World, What::Phase("end".into()));
+    }
+
+    fn heal(&mut self) {
+        if self.healing {
+            return;
+        }
+        self.healing = true;
+        self.disk.full_until_ms = 0;
+        self.note(Actor::World, What::Phase("liveness".into()));
+        for h in 0..self.hosts.len() {
+            if !self.hosts[h].alive() {
+                let now = self.w.now_ms;
+                self.w.schedule(now, Event::Restart(h));
+            }
+        }
+        let end = self.w.now_ms + LIVENESS_MS;
+        self.w.schedule(end, Event::End);
+    }
+
+    fn start_host(&mut self, h: usize) {
+        let seed = self.w.decide(Decision::Ids, u64::MAX);
+        let now = self.w.now_ms;
+        self.hosts[h].start(self.durability, seed, self.idle_unload_ms, now, self.bugs);
+        let inc = self.hosts[h].inc;
+        if inc > 1 {
+            self.count("restart");
+        }
+        self.note(
+            Actor::Host(h),
+            What::HostStart {
+                inc,
+                durable: self.durability == Durability::Durable,
+            },
+        );
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            live_hosts: (0..self.hosts.len())
+                .filter(|h| self.hosts[*h].alive())
+                .collect(),
+            healing: self.healing,
+            scenario: self.cfg.scenario,
+            sessions: self
+                .clients
+                .iter()
+                .filter(|c| c.role == Role::Driver)
+                .filter_map(|c| c.session.clone())
+                .collect(),
+        }
+    }
+
+    // ----- clients ---------------------------------------------------------
+
+    fn client_wake(&mut self, c: usize) {
+        let ctx = self.ctx();
+        let acts = self.clients[c].on_wake(&mut self.w, &ctx);
+        self.client_actions(c, acts);
+        if !self.heal_scheduled
+            && self
+                .clients
+                .iter()
+                .filter(|c| c.role == Role::Driver)
+                .all(|c| c.settled() && c.budget_left() == 0)
+        {
+            self.heal_scheduled = true;
+            let at = self.w.now_ms + 2_000;
+            self.w.schedule(at, Event::Heal);
+        }
+    }
+
+    fn client_actions(&mut self, c: usize, acts: Vec<Action>) {
+        for a in acts {
+            match a {
+                Action::WakeAt(t) => self.w.schedule(t, Event::ClientWake(c)),
+                Action::Note(s) => self.note(Actor::Client(c), What::Note(s)),
+                Action::Send(line) => {
+                    if let Some(l) = self.clients[c].link {
+                        self.send_to_host(l, line);
+                    }
+                }
+                Action::Close => {
+                    if let Some(l) = self.client_link_of(c) {
+                        self.client_closes(l);
+                    }
+                }
+                Action::Connect(h) => self.connect(c, h),
+            }
+        }
+    }
+
+    fn client_link_of(&self, c: usize) -> Option<u64> {
+        // The client already forgot its link when it asked to close; find
+        // the open one it had.
+        self.links
+            .values()
+            .filter(|l| l.client == c && l.client_open)
+            .map(|l| l.id)
+            .next_back()
+    }
+
+    fn connect(&mut self, c: usize, h: usize) {
+        if !self.hosts[h].alive() {
+            return;
+        }
+        let id = self.next_link;
+        self.next_link += 1;
+        let hp = &mut self.hosts[h];
+        let conn = hp.next_conn;
+        hp.next_conn += 1;
+        hp.links.insert(conn, id);
+        let inc = hp.inc;
+        let now = self.w.now_ms;
+        self.links.insert(
+            id,
+            Link {
+                id,
+                client: c,
+                host: h,
+                inc,
+                conn,
+                client_open: true,
+                host_open: true,
+                to_host_last_ms: now,
+                to_client_last_ms: now,
+            },
+        );
+        self.note(
+            Actor::Client(c),
+            What::Connect {
+                link: id,
+                host: h,
+                inc,
+            },
+        );
+        if let Some(host) = self.hosts[h].host.as_mut() {
+            host.handle_connect(conn, now);
+        }
+        self.drain(h);
+        let acts = self.clients[c].on_connected(&mut self.w, id, h);
+        self.client_actions(c, acts);
+    }
+
+    /// The client end closes: the client stops reading; the host notices
+    /// after the lines already on the way.
+    fn client_closes(&mut self, link: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        if !l.client_open {
+            return;
+        }
+        l.client_open = false;
+        let at = l.to_host_last_ms + 1;
+        let c = l.client;
+        self.note(
+            Actor::Client(c),
+            What::LinkClosed {
+                link,
+                why: "client left",
+            },
+        );
+        self.w.schedule(at, Event::HostSeesClose { link });
+    }
+
+    fn host_sees_close(&mut self, link: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        if !l.host_open {
+            return;
+        }
+        l.host_open = false;
+        let (h, inc, conn) = (l.host, l.inc, l.conn);
+        if self.hosts[h].inc == inc {
+            self.hosts[h].links.remove(&conn);
+            let now = self.w.now_ms;
+            if let Some(host) = self.hosts[h].host.as_mut() {
+                host.handle_disconnect(conn, now);
+                self.drain(h);
+            }
+        }
+    }
+
+    /// Both ends close at once (a cut, or the host's death).
+    fn sever(&mut self, link: u64, why: &'static str, tell_host: bool) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let was_client_open = l.client_open;
+        let was_host_open = l.host_open;
+        l.client_open = false;
+        l.host_open = false;
+        let (c, h, inc, conn) = (l.client, l.host, l.inc, l.conn);
+        if was_client_open || was_host_open {
+            self.note(Actor::Net, What::LinkClosed { link, why });
+        }
+        if was_client_open {
+            self.clients[c].on_closed();
+            if self.durability == Durability::Ephemeral {
+                let mut out = Vec::new();
+                self.clients[c].forget_unsafe_replays(&mut out);
+                self.client_actions(c, out);
+            }
+        }
+        if tell_host && was_host_open && self.hosts[h].inc == inc {
+            self.hosts[h].links.remove(&conn);
+            let now = self.w.now_ms;
+            if let Some(host) = self.hosts[h].host.as_mut() {
+                host.handle_disconnect(conn, now);
+                self.drain(h);
+            }
+        }
+    }
+
+    // ----- the network -------------------------------------------------------
+
+    fn latency(&mut self) -> u64 {
+        let base = 1;
+        if !self.healing && self.w.chance(Decision::Net, self.mix.delay_permille) {
+            self.count("delay");
+            base + self.w.range(Decision::Net, 1, self.mix.delay_max_ms.max(1))
+        } else {
+            base
+        }
+    }
+
+    fn maybe_cut(&mut self, link: u64) -> bool {
+        if !self.healing && self.w.chance(Decision::Net, self.mix.cut_permille) {
+            self.count("cut");
+            self.sever(link, "cut", true);
+            return true;
+        }
+        false
+    }
+
+    fn send_to_host(&mut self, link: u64, line: Vec<u8>) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        if !l.client_open {
+            return;
+        }
+        let c = l.client;
+        self.note(
+            Actor::Client(c),
+            What::ClientSend {
+                link,
+                line: String::from_utf8_lossy(&line).into_owned(),
+            },
+        );
+        if self.maybe_cut(link) {
+            return;
+        }
+        if !self.healing && self.w.chance(Decision::Net, self.mix.drop_permille) {
+            self.count("drop");
+            self.note(
+                Actor::Net,
+                What::NetDrop {
+                    link,
+                    to_host: true,
+                },
+            );
+            return;
+        }
+        let copies = if !self.healing && self.w.chance(Decision::Net, self.mix.dup_permille) {
+            self.count("dup");
+            self.note(Actor::Net, What::NetDup { link });
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let lat = self.latency();
+            let now = self.w.now_ms;
+            let reorder = !self.healing && self.w.chance(Decision::Net, self.mix.reorder_permille);
+            let l = self.links.get_mut(&link).expect("link");
+            let at = if reorder && l.to_host_last_ms > now + 1 {
+                // Overtakes the previous undelivered request.
+                now + 1
+            } else {
+                (now + lat).max(l.to_host_last_ms)
+            };
+            let overtook = at < l.to_host_last_ms;
+            l.to_host_last_ms = l.to_host_last_ms.max(at);
+            if overtook {
+                self.count("reorder");
+                self.note(Actor::Net, What::NetReorder { link });
+            }
+            self.w.schedule(
+                at,
+                Event::Deliver {
+                    link,
+                    to_host: true,
+                    line: line.clone(),
+                },
+            );
+        }
+    }
+
+    fn send_to_client(&mut self, link: u64, line: Vec<u8>) {
+        if self.maybe_cut(link) {
+            return;
+        }
+        if !self.healing && self.w.chance(Decision::Net, self.mix.drop_permille) {
+            self.count("drop");
+            self.note(
+                Actor::Net,
+                What::NetDrop {
+                    link,
+                    to_host: false,
+                },
+            );
+            return;
+        }
+        let lat = self.latency();
+        let now = self.w.now_ms;
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let at = (now + lat).max(l.to_client_last_ms);
+        l.to_client_last_ms = at;
+        self.w.schedule(
+            at,
+            Event::Deliver {
+                link,
+                to_host: false,
+                line,
+            },
+        );
+    }
+
+    fn deliver(&mut self, link: u64, to_host: bool, line: Vec<u8>) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        let (c, h, inc, conn) = (l.client, l.host, l.inc, l.conn);
+        if to_host {
+            if !l.host_open || self.hosts[h].inc != inc || !self.hosts[h].alive() {
+                return;
+            }
+            self.note(
+                Actor::Host(h),
+                What::HostRecv {
+                    inc,
+                    link,
+                    line: String::from_utf8_lossy(&line).into_owned(),
+                },
+            );
+            let now = self.w.now_ms;
+            if let Some(host) = self.hosts[h].host.as_mut() {
+                host.handle_bytes(conn, &line, now);
+            }
+            self.drain(h);
+        } else {
+            if !l.client_open {
+                return;
+            }
+            self.note(
+                Actor::Client(c),
+                What::ClientRecv {
+                    link,
+                    line: String::from_utf8_lossy(&line).into_owned(),
+                },
+            );
+            let ctx = self.ctx();
+            let acts = self.clients[c].on_line(&mut self.w, &ctx, &line);
+            self.client_actions(c, acts);
+        }
+    }
+
+    // ----- hosts -------------------------------------------------------------
+
+    fn host_timer(&mut self, h: usize, inc: u64) {
+        let now = self.w.now_ms;
+        let hp = &mut self.hosts[h];
+        if hp.inc != inc || !hp.alive() {
+            return;
+        }
+        match hp.timer_at_ms {
+            Some(t) if t <= now => {
+                hp.timer_at_ms = None;
+                if let Some(host) = hp.host.as_mut() {
+                    host.handle_timeout(now);
+                }
+                self.drain(h);
+            }
+            _ => {}
+        }
+    }
+
+    fn arm_timer(&mut self, h: usize) {
+        let hp = &mut self.hosts[h];
+        let Some(host) = hp.host.as_ref() else { return };
+        if let Some(t) = host.poll_timeout() {
+            if hp.timer_at_ms.is_none_or(|x| t < x) {
+                hp.timer_at_ms = Some(t);
+                let inc = hp.inc;
+                self.w.schedule(
+                    t,
+                    Event::HostTimer {
+                        host: h,
+                        incarnation: inc,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Carries out every output of host `h` in order; may crash it.
+    fn drain(&mut self, h: usize) {
+        for _ in 0..10_000_000u64 {
+            let Some(o) = self.hosts[h].host.as_mut().and_then(|x| x.poll_output()) else {
+                break;
+            };
+            if !self.healing
+                && !matches!(o, Output::CrashPoint(_))
+                && self.w.chance(Decision::Crash, self.mix.crash_step_permille)
+            {
+                self.count("crash");
+                self.crash(h, None);
+                return;
+            }
+            self.exec(h, o);
+        }
+        self.arm_timer(h);
+    }
+
+    fn crash(&mut self, h: usize, point: Option<&'static str>) {
+        let inc = self.hosts[h].inc;
+        self.note(Actor::Host(h), What::HostCrash { inc, point });
+        let links = self.hosts[h].kill();
+        for l in links {
+            self.sever(l, "host died", false);
+        }
+        if self.durability == Durability::Durable {
+            let written: Vec<String> = self
+                .last_writer
+                .iter()
+                .filter(|(_, w)| **w == h)
+                .map(|(s, _)| s.clone())
+                .collect();
+            let tear = self.mix.tear_permille;
+            let w = &mut self.w;
+            let mut tears = 0;
+            let changed = self.disk.crash_files(&written, |_, last_len| {
+                if last_len > 1 && w.chance(Decision::Disk, tear) {
+                    tears += 1;
+                    Some(w.range(Decision::Disk, 1, last_len as u64 - 1) as usize)
+                } else {
+                    None
+                }
+            });
+            for _ in 0..tears {
+                self.count("tear");
+            }
+            for (session, kept_bytes, torn) in changed {
+                self.note(
+                    Actor::Disk,
+                    What::CrashKeep {
+                        session,
+                        kept_bytes,
+                        torn,
+                    },
+                );
+            }
+        }
+        for session in self.disk.free_leases(h) {
+            self.note(Actor::Host(h), What::LeaseRelease { inc, session });
+        }
+        self.hosts[h].restart_pending = true;
+        let at = self.w.now_ms + self.w.range(Decision::Placement, 50, 1_500);
+        self.w.schedule(at, Event::Restart(h));
+    }
+
+    fn exec(&mut self, h: usize, o: Output) {
+        let now = self.w.now_ms;
+        let inc = self.hosts[h].inc;
+        match o {
+            Output::Send { conn, line } => {
+                let Some(&link) = self.hosts[h].links.get(&conn) else {
+                    return;
+                };
+                self.note(
+                    Actor::Host(h),
+                    What::HostSend {
+                        inc,
+                        link,
+                        line: String::from_utf8_lossy(&line).into_owned(),
+                    },
+                );
+                self.send_to_client(link, line);
+            }
+            Output::Close { conn } => {
+                if let Some(&link) = self.hosts[h].links.get(&conn) {
+                    self.sever(link, "host closed", false);
+                    self.hosts[h].links.remove(&conn);
+                }
+            }
+            Output::Open {
+                session,
+                mode,
+                token,
+            } => {
+                let result = self.open(h, &session, mode);
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_opened(token, result, now);
+                }
+            }
+            Output::Read { session, token } => {
+                let result = match self.disk.files.get(&session) {
+                    None => ReadResult::NotFound,
+                    Some(f) => ReadResult::Found {
+                        log: f.bytes.clone(),
+                        held_elsewhere: self.disk.leases.get(&session).is_some_and(|o| *o != h),
+                    },
+                };
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_read(token, result, now);
+                }
+            }
+            Output::Truncate { session, len_bytes } => {
+                self.note(
+                    Actor::Host(h),
+                    What::Truncate {
+                        inc,
+                        session: session.clone(),
+                        len_bytes,
+                    },
+                );
+                let f = self.disk.files.entry(session).or_default();
+                f.bytes.truncate(len_bytes as usize);
+                f.durable_len = f.durable_len.min(f.bytes.len());
+                f.last_write_at = f.last_write_at.min(f.bytes.len());
+            }
+            Output::Append { session, bytes } => {
+                if now < self.disk.full_until_ms {
+                    self.count("disk-full");
+                    self.note(
+                        Actor::Host(h),
+                        What::AppendFailed {
+                            inc,
+                            session: session.clone(),
+                        },
+                    );
+                    if let Some(host) = self.hosts[h].host.as_mut() {
+                        host.handle_storage_failed(&session, "disk full", now);
+                    }
+                    return;
+                }
+                self.last_writer.insert(session.clone(), h);
+                let f = self.disk.files.entry(session.clone()).or_default();
+                f.last_write_at = f.bytes.len();
+                f.bytes.extend_from_slice(&bytes);
+                self.note(
+                    Actor::Host(h),
+                    What::Append {
+                        inc,
+                        session,
+                        bytes,
+                    },
+                );
+            }
+            Output::Sync {
+                session,
+                upto_bytes,
+            } => {
+                if !self.healing && self.w.chance(Decision::Disk, self.mix.disk_full_permille) {
+                    self.disk.full_until_ms = now + self.w.range(Decision::Disk, 100, 2_000);
+                }
+                let epoch = self.disk.files.get(&session).map_or(0, |f| f.epoch);
+                let at = now + self.w.range(Decision::Disk, 1, 4);
+                self.w.schedule(
+                    at,
+                    Event::SyncDone {
+                        host: h,
+                        incarnation: inc,
+                        session,
+                        upto_bytes,
+                        epoch,
+                    },
+                );
+            }
+            Output::Release { session } => {
+                if self.disk.leases.get(&session) == Some(&h) {
+                    self.disk.leases.remove(&session);
+                    self.note(Actor::Host(h), What::LeaseRelease { inc, session });
+                }
+            }
+            Output::Effect {
+                token,
+                provider,
+                key,
+                action,
+                mode,
+            } => {
+                let perform = mode == EffectMode::Perform;
+                let (mutated, outcome) = match (provider.as_str(), perform) {
+                    ("keyed", true) => {
+                        let fresh = !self.disk.keyed.contains_key(&key);
+                        if fresh {
+                            self.disk.keyed.insert(key.clone(), action);
+                        }
+                        (fresh, 0)
+                    }
+                    ("keyed", false) => (
+                        false,
+                        if self.disk.keyed.contains_key(&key) {
+                            0
+                        } else {
+                            1
+                        },
+                    ),
+                    (_, true) => {
+                        self.disk.unkeyed.push((key.clone(), action));
+                        (true, 0)
+                    }
+                    (_, false) => (false, 2),
+                };
+                let lost = !self.healing
+                    && self
+                        .w
+                        .chance(Decision::Effect, self.mix.effect_lost_permille);
+                if lost {
+                    self.count("effect-lost");
+                }
+                self.note(
+                    Actor::Host(h),
+                    What::Effect {
+                        inc,
+                        provider,
+                        key,
+                        perform,
+                        mutated,
+                        lost,
+                    },
+                );
+                if !lost {
+                    let at = now + self.w.range(Decision::Effect, 1, 50);
+                    self.w.schedule(
+                        at,
+                        Event::EffectDone {
+                            host: h,
+                            incarnation: inc,
+                            token,
+                            outcome,
+                        },
+                    );
+                }
+            }
+            Output::CrashPoint(p) => {
+                let name = p.name();
+                *self.cp_hits.entry(name).or_insert(0) += 1;
+                self.note(Actor::Host(h), What::CrashPointHit { inc, point: name });
+                if !self.healing
+                    && self
+                        .w
+                        .chance(Decision::Crash, self.mix.crash_point_permille)
+                {
+                    *self.cp_crashes.entry(name).or_insert(0) += 1;
+                    self.count("crash-point");
+                    self.crash(h, Some(name));
+                }
+            }
+        }
+    }
+
+    fn open(&mut self, h: usize, session: &str, mode: OpenMode) -> OpenResult {
+        let inc = self.hosts[h].inc;
+        let exists = self.disk.files.contains_key(session);
+        if !exists && mode == OpenMode::Existing {
+            return OpenResult::NotFound;
+        }
+        if let Some(&holder) = self.disk.leases.get(session) {
+            if holder != h {
+                self.note(
+                    Actor::Host(h),
+                    What::LeaseDenied {
+                        inc,
+                        session: session.to_string(),
+                    },
+                );
+                let log = self
+                    .disk
+                    .files
+                    .get(session)
+                    .map(|f| f.bytes.clone())
+                    .unwrap_or_default();
+                return OpenResult::InUse { log };
+            }
+        }
+        self.disk.leases.insert(session.to_string(), h);
+        self.note(
+            Actor::Host(h),
+            What::LeaseGrant {
+                inc,
+                session: session.to_string(),
+            },
+        );
+        let f = self.disk.files.entry(session.to_string()).or_default();
+        // Opening fsyncs the log: what a loader reads is durable.
+        f.durable_len = f.bytes.len();
+        f.last_write_at = f.bytes.len();
+        f.epoch += 1;
+        OpenResult::Opened {
+            log: f.bytes.clone(),
+        }
+    }
+
+    fn sync_done(&mut self, h: usize, inc: u64, session: String, upto: u64, epoch: u64) {
+        let now = self.w.now_ms;
+        if self.hosts[h].inc != inc || !self.hosts[h].alive() {
+            return;
+        }
+        let current = self
+            .disk
+            .files
+            .get(&session)
+            .is_some_and(|f| f.epoch == epoch);
+        if !current {
+            return;
+        }
+        if !self.healing && self.w.chance(Decision::Disk, self.mix.fsync_fail_permille) {
+            self.count("fsync-fail");
+            let f = self.disk.files.get_mut(&session).expect("file");
+            f.bytes.truncate(f.durable_len);
+            f.last_write_at = f.durable_len;
+            let kept_bytes = f.durable_len as u64;
+            self.note(
+                Actor::Host(h),
+                What::SyncFailed {
+                    inc,
+                    session: session.clone(),
+                    kept_bytes,
+                },
+            );
+            if let Some(host) = self.hosts[h].host.as_mut() {
+                host.handle_storage_failed(&session, "fsync failed", now);
+            }
+            self.drain(h);
+            return;
+        }
+        let f = self.disk.files.get_mut(&session).expect("file");
+        f.durable_len = f.durable_len.max((upto as usize).min(f.bytes.len()));
+        self.note(
+            Actor::Host(h),
+            What::Synced {
+                inc,
+                session: session.clone(),
+                upto_bytes: upto,
+            },
+        );
+        if let Some(host) = self.hosts[h].host.as_mut() {
+            host.handle_synced(&session, upto, now);
+        }
+        self.drain(h);
+    }
+}

@@ -1,0 +1,378 @@
+//! Sweeps: many seeds, on N threads, merged in seed order; shards;
+//! determinism double-runs; summaries (text and JSON) and their merge.
+//!
+//! Fault model: none; a sweep only runs [`crate::run::run`] per seed.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use msp::core::bugs::Bug;
+use serde_json::{json, Value};
+
+use crate::run::{run, RunConfig, RunResult};
+use crate::workload::Scenario;
+
+/// One seed's outcome, small enough to keep for every seed.
+#[derive(Debug, Clone)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// The trace hash.
+    pub hash: u64,
+    /// World events processed.
+    pub events_count: u64,
+    /// Simulated ms.
+    pub simulated_ms: u64,
+    /// Fault counts.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Crash points reached.
+    pub cp_hits: BTreeMap<&'static str, u64>,
+    /// Crash points crashed at.
+    pub cp_crashes: BTreeMap<&'static str, u64>,
+    /// The first violation: property, explanation, the trace lines before it.
+    pub failure: Option<(String, String, Vec<String>)>,
+    /// Every violated property (deduplicated, in order).
+    pub properties: Vec<String>,
+    /// Determinism check: first divergent event, if the rerun differed.
+    pub divergence: Option<String>,
+    /// The fault mix.
+    pub mix: String,
+}
+
+/// Renders the trace lines that lead to a violation.
+pub fn context_lines(r: &RunResult, at: Option<usize>, count: usize) -> Vec<String> {
+    let end = at.map_or(r.trace.entries.len(), |i| i + 1);
+    let start = end.saturating_sub(count);
+    r.trace.entries[start..end]
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+/// Runs one seed (twice when `double`), reducing it to an outcome.
+pub fn run_seed(scenario: Scenario, seed: u64, bug: Option<Bug>, double: bool) -> SeedOutcome {
+    let cfg = RunConfig {
+        scenario,
+        seed,
+        bug,
+    };
+    let r = run(&cfg);
+    let divergence = if double {
+        let again = run(&cfg);
+        r.trace.first_divergence(&again.trace).map(|i| {
+            let a = r
+                .trace
+                .entries
+                .get(i)
+                .map_or("<end>".to_string(), |e| e.to_string());
+            let b = again
+                .trace
+                .entries
+                .get(i)
+                .map_or("<end>".to_string(), |e| e.to_string());
+            format!("event {i}: first run `{a}`, second run `{b}`")
+        })
+    } else {
+        None
+    };
+    let failure = r.violations.first().map(|v| {
+        (
+            v.property.to_string(),
+            v.detail.clone(),
+            context_lines(&r, v.at_index, 12),
+        )
+    });
+    let mut properties: Vec<String> = Vec::new();
+    for v in &r.violations {
+        if !properties.iter().any(|p| p == v.property) {
+            properties.push(v.property.to_string());
+        }
+    }
+    SeedOutcome {
+        seed,
+        hash: r.trace.hash(),
+        events_count: r.events_count,
+        simulated_ms: r.simulated_ms,
+        faults: r.faults,
+        cp_hits: r.crash_point_hits,
+        cp_crashes: r.crash_point_crashes,
+        failure,
+        properties,
+        divergence,
+        mix: r.mix,
+    }
+}
+
+/// The seeds of `range` that shard `k` of `n` (1-based) runs: every
+/// n-th seed starting at the k-th. Shards never overlap and cover the range.
+pub fn shard_seeds(range: std::ops::Range<u64>, k: u64, n: u64) -> Vec<u64> {
+    assert!(n >= 1 && k >= 1 && k <= n, "shard K/N needs 1 <= K <= N");
+    range.filter(|s| s % n == k - 1).collect()
+}
+
+/// Runs `seeds` on `jobs` threads; `on_done` is called after each seed
+/// (progress). Results come back in seed order whatever the threads did.
+pub fn sweep(
+    scenario: Scenario,
+    seeds: &[u64],
+    bug: Option<Bug>,
+    jobs: usize,
+    double_all: bool,
+    on_done: &(dyn Fn() + Sync),
+) -> Vec<SeedOutcome> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<SeedOutcome>>> = Mutex::new(vec![None; seeds.len()]);
+    std::thread::scope(|sc| {
+        for _ in 0..jobs.max(1) {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= seeds.len() {
+                    break;
+                }
+                // A sample of seeds is always run twice.
+                let double = double_all || i % 64 == 0;
+                let o = run_seed(scenario, seeds[i], bug, double);
+                out.lock().expect("no poisoned lock")[i] = Some(o);
+                on_done();
+            });
+        }
+    });
+    out.into_inner()
+        .expect("no poisoned lock")
+        .into_iter()
+        .map(|o| o.expect("every seed ran"))
+        .collect()
+}
+
+/// A sweep summary (mergeable across shards).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// Planted bug, if any.
+    pub bug: Option<String>,
+    /// Seeds run.
+    pub seeds_count: u64,
+    /// Failing seeds with property and explanation.
+    pub failures: Vec<(u64, String, String)>,
+    /// Seeds whose two runs diverged.
+    pub divergences: Vec<(u64, String)>,
+    /// Seeds double-run.
+    pub double_run_count: u64,
+    /// World events.
+    pub events_count: u64,
+    /// Simulated ms.
+    pub simulated_ms: u64,
+    /// Wall ms (filled by the caller).
+    pub wall_ms: u64,
+    /// Fault counts.
+    pub faults: BTreeMap<String, u64>,
+    /// Crash points reached.
+    pub cp_hits: BTreeMap<String, u64>,
+    /// Crash points crashed at.
+    pub cp_crashes: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    /// Folds seed outcomes.
+    pub fn of(
+        scenario: Scenario,
+        bug: Option<Bug>,
+        outcomes: &[SeedOutcome],
+        double_all: bool,
+    ) -> Summary {
+        let mut s = Summary {
+            scenario: scenario.name().to_string(),
+            bug: bug.map(|b| b.name().to_string()),
+            ..Summary::default()
+        };
+        for (i, o) in outcomes.iter().enumerate() {
+            s.seeds_count += 1;
+            s.events_count += o.events_count;
+            s.simulated_ms += o.simulated_ms;
+            if double_all || i % 64 == 0 {
+                s.double_run_count += 1;
+            }
+            for (k, v) in &o.faults {
+                *s.faults.entry(k.to_string()).or_insert(0) += v;
+            }
+            for (k, v) in &o.cp_hits {
+                *s.cp_hits.entry(k.to_string()).or_insert(0) += v;
+            }
+            for (k, v) in &o.cp_crashes {
+                *s.cp_crashes.entry(k.to_string()).or_insert(0) += v;
+            }
+            if let Some((p, d, _)) = &o.failure {
+                s.failures.push((o.seed, p.clone(), d.clone()));
+            }
+            if let Some(d) = &o.divergence {
+                s.divergences.push((o.seed, d.clone()));
+            }
+        }
+        s
+    }
+
+    /// Crash points never hit, when the sweep is large enough to expect
+    /// every one (a "sometimes" assertion).
+    pub fn missed_crash_points(&self) -> Vec<&'static str> {
+        let enabled = Scenario::from_name(&self.scenario).is_some_and(|s| s.crash_points_enabled());
+        if !enabled || self.seeds_count < 100 {
+            return Vec::new();
+        }
+        msp::core::CrashPoint::ALL
+            .iter()
+            .map(|p| p.name())
+            .filter(|n| self.cp_hits.get(*n).copied().unwrap_or(0) == 0)
+            .collect()
+    }
+
+    /// The machine-readable form.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "scenario": self.scenario,
+            "bug": self.bug,
+            "seeds": self.seeds_count,
+            "failures": self.failures.iter().map(|(s, p, d)| json!({"seed": s, "property": p, "detail": d})).collect::<Vec<_>>(),
+            "divergences": self.divergences.iter().map(|(s, d)| json!({"seed": s, "detail": d})).collect::<Vec<_>>(),
+            "doubleRuns": self.double_run_count,
+            "events": self.events_count,
+            "simulatedMs": self.simulated_ms,
+            "wallMs": self.wall_ms,
+            "faults": self.faults,
+            "crashPointHits": self.cp_hits,
+            "crashPointCrashes": self.cp_crashes,
+        })
+    }
+
+    /// Parses [`Summary::to_json`] output.
+    pub fn from_json(v: &Value) -> Option<Summary> {
+        let map = |x: &Value| -> BTreeMap<String, u64> {
+            x.as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Some(Summary {
+            scenario: v["scenario"].as_str()?.to_string(),
+            bug: v["bug"].as_str().map(str::to_string),
+            seeds_count: v["seeds"].as_u64()?,
+            failures: v["failures"]
+                .as_array()?
+                .iter()
+                .map(|f| {
+                    (
+                        f["seed"].as_u64().unwrap_or(0),
+                        f["property"].as_str().unwrap_or("").to_string(),
+                        f["detail"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect(),
+            divergences: v["divergences"]
+                .as_array()?
+                .iter()
+                .map(|f| {
+                    (
+                        f["seed"].as_u64().unwrap_or(0),
+                        f["detail"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect(),
+            double_run_count: v["doubleRuns"].as_u64()?,
+            events_count: v["events"].as_u64()?,
+            simulated_ms: v["simulatedMs"].as_u64()?,
+            wall_ms: v["wallMs"].as_u64()?,
+            faults: map(&v["faults"]),
+            cp_hits: map(&v["crashPointHits"]),
+            cp_crashes: map(&v["crashPointCrashes"]),
+        })
+    }
+
+    /// Adds another shard's summary (same scenario and bug).
+    pub fn merge(&mut self, o: &Summary) {
+        self.seeds_count += o.seeds_count;
+        self.failures.extend(o.failures.iter().cloned());
+        self.failures.sort_by_key(|f| f.0);
+        self.divergences.extend(o.divergences.iter().cloned());
+        self.double_run_count += o.double_run_count;
+        self.events_count += o.events_count;
+        self.simulated_ms += o.simulated_ms;
+        // Shards run side by side: the merged wall time is the longest.
+        self.wall_ms = self.wall_ms.max(o.wall_ms);
+        for (k, v) in &o.faults {
+            *self.faults.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, v) in &o.cp_hits {
+            *self.cp_hits.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, v) in &o.cp_crashes {
+            *self.cp_crashes.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+
+    /// The human-readable form.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let wall_s = self.wall_ms as f64 / 1000.0;
+        s.push_str(&format!(
+            "scenario {}{}: {} seeds, {} failures, {} determinism double-runs ({} divergent)\n",
+            self.scenario,
+            self.bug
+                .as_deref()
+                .map(|b| format!(" (bug {b})"))
+                .unwrap_or_default(),
+            self.seeds_count,
+            self.failures.len(),
+            self.double_run_count,
+            self.divergences.len()
+        ));
+        s.push_str(&format!(
+            "events {} in {:.1}s wall: {:.0} events/s; simulated {:.0}s: {:.0}x wall\n",
+            self.events_count,
+            wall_s,
+            self.events_count as f64 / wall_s.max(1e-9),
+            self.simulated_ms as f64 / 1000.0,
+            self.simulated_ms as f64 / (self.wall_ms.max(1) as f64)
+        ));
+        let faults: Vec<String> = crate::faults::FAULT_NAMES
+            .iter()
+            .map(|f| format!("{f}={}", self.faults.get(*f).copied().unwrap_or(0)))
+            .collect();
+        s.push_str(&format!("faults: {}\n", faults.join(" ")));
+        for p in msp::core::CrashPoint::ALL {
+            let n = p.name();
+            s.push_str(&format!(
+                "crash point {n}: reached {}, crashed {}\n",
+                self.cp_hits.get(n).copied().unwrap_or(0),
+                self.cp_crashes.get(n).copied().unwrap_or(0)
+            ));
+        }
+        for n in self.missed_crash_points() {
+            s.push_str(&format!(
+                "SOMETIMES FAILED: crash point {n} was never reached in {} seeds\n",
+                self.seeds_count
+            ));
+        }
+        s
+    }
+
+    /// Whether the sweep passed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+            && self.divergences.is_empty()
+            && self.missed_crash_points().is_empty()
+    }
+}
+
+/// The one line that reproduces a seed.
+pub fn repro_line(scenario: Scenario, seed: u64, bug: Option<Bug>) -> String {
+    format!(
+        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{}",
+        scenario.name(),
+        bug.map(|b| format!(" --bug {}", b.name()))
+            .unwrap_or_default()
+    )
+}

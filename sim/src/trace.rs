@@ -1,0 +1,389 @@
+//! The recorded history of a run, its hash, and its readable timeline.
+//!
+//! Fault model: none; the trace only records. Oracles read nothing else:
+//! what clients sent and received, what hosts received and sent, what
+//! hosts wrote, synced and truncated, leases, effects, crashes and
+//! restarts. The trace hash is FNV-1a (64 bit) over every event in order,
+//! so two runs of one seed must give one hash.
+
+use std::fmt;
+
+/// Who did something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Actor {
+    /// The world itself (phases, fault mix).
+    World,
+    /// Host process `n`.
+    Host(usize),
+    /// Client `n`.
+    Client(usize),
+    /// The network.
+    Net,
+    /// The disk.
+    Disk,
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::World => write!(f, "world"),
+            Actor::Host(n) => write!(f, "host{n}"),
+            Actor::Client(n) => write!(f, "client{n}"),
+            Actor::Net => write!(f, "net"),
+            Actor::Disk => write!(f, "disk"),
+        }
+    }
+}
+
+/// One recorded event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    /// A phase began (`safety`, `liveness`, `end`).
+    Phase(String),
+    /// The seed's fault mix.
+    FaultMix(String),
+    /// A host incarnation started (`inc` counts from 1 per host).
+    HostStart { inc: u64, durable: bool },
+    /// A host incarnation died; `point` names the crash point, if any.
+    HostCrash {
+        inc: u64,
+        point: Option<&'static str>,
+    },
+    /// A named crash point was reached (crashed or not).
+    CrashPointHit { inc: u64, point: &'static str },
+    /// A client opened link `link` to host `host`.
+    Connect { link: u64, host: usize, inc: u64 },
+    /// A link closed (`by` says who noticed: cut, crash, client, host).
+    LinkClosed { link: u64, why: &'static str },
+    /// A client put a line on a link.
+    ClientSend { link: u64, line: String },
+    /// A client got a line.
+    ClientRecv { link: u64, line: String },
+    /// A host read a line off a link.
+    HostRecv { inc: u64, link: u64, line: String },
+    /// A host put a line on a link.
+    HostSend { inc: u64, link: u64, line: String },
+    /// The network lost a line.
+    NetDrop { link: u64, to_host: bool },
+    /// The network duplicated a request line.
+    NetDup { link: u64 },
+    /// The network swapped two request lines.
+    NetReorder { link: u64 },
+    /// A lease was granted to a host.
+    LeaseGrant { inc: u64, session: String },
+    /// A lease was refused (another host holds it).
+    LeaseDenied { inc: u64, session: String },
+    /// A host released a lease (or died holding it).
+    LeaseRelease { inc: u64, session: String },
+    /// A host appended bytes to a session log.
+    Append {
+        inc: u64,
+        session: String,
+        bytes: Vec<u8>,
+    },
+    /// An append failed (disk full).
+    AppendFailed { inc: u64, session: String },
+    /// A host cut a torn tail.
+    Truncate {
+        inc: u64,
+        session: String,
+        len_bytes: u64,
+    },
+    /// A sync completed: the log is durable up to `upto_bytes`.
+    Synced {
+        inc: u64,
+        session: String,
+        upto_bytes: u64,
+    },
+    /// A sync failed; the unsynced bytes are gone.
+    SyncFailed {
+        inc: u64,
+        session: String,
+        kept_bytes: u64,
+    },
+    /// After a crash the file keeps `kept_bytes` (durable plus a torn
+    /// prefix of the last write, if any).
+    CrashKeep {
+        session: String,
+        kept_bytes: u64,
+        torn: bool,
+    },
+    /// An effect was asked of a provider.
+    Effect {
+        inc: u64,
+        provider: String,
+        key: String,
+        perform: bool,
+        mutated: bool,
+        lost: bool,
+    },
+    /// A client-side note (a command given up, a session abandoned).
+    Note(String),
+}
+
+/// One trace entry: time, actor, what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Simulated time in ms.
+    pub at_ms: u64,
+    /// Who.
+    pub actor: Actor,
+    /// What.
+    pub what: What,
+}
+
+/// 64-bit FNV-1a.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv(pub u64);
+
+impl Fnv {
+    /// The FNV offset basis.
+    pub fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    /// Feeds bytes.
+    pub fn bytes(&mut self, b: &[u8]) {
+        for x in b {
+            self.0 ^= *x as u64;
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    /// Feeds a u64 (little endian).
+    pub fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+}
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv::new()
+    }
+}
+
+impl Entry {
+    /// The hash of this entry alone (chained into the trace hash).
+    pub fn hash(&self) -> u64 {
+        let mut h = Fnv::new();
+        h.u64(self.at_ms);
+        h.bytes(self.actor.to_string().as_bytes());
+        match &self.what {
+            What::Append {
+                inc,
+                session,
+                bytes,
+            } => {
+                h.bytes(b"append");
+                h.u64(*inc);
+                h.bytes(session.as_bytes());
+                h.bytes(bytes);
+            }
+            other => h.bytes(format!("{other:?}").as_bytes()),
+        }
+        h.0
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.at_ms;
+        write!(
+            f,
+            "{:>6}.{:03}s {:<8} ",
+            t / 1000,
+            t % 1000,
+            self.actor.to_string()
+        )?;
+        let short = |s: &str| s.get(..8).unwrap_or(s).to_string();
+        match &self.what {
+            What::Phase(p) => write!(f, "== phase {p} =="),
+            What::FaultMix(m) => write!(f, "fault mix: {m}"),
+            What::HostStart { inc, durable } => {
+                write!(
+                    f,
+                    "start incarnation {inc} ({})",
+                    if *durable { "durable" } else { "ephemeral" }
+                )
+            }
+            What::HostCrash { inc, point } => match point {
+                Some(p) => write!(f, "CRASH incarnation {inc} at crash point {p}"),
+                None => write!(f, "CRASH incarnation {inc}"),
+            },
+            What::CrashPointHit { inc, point } => {
+                write!(f, "crash point {point} reached (inc {inc})")
+            }
+            What::Connect { link, host, inc } => {
+                write!(f, "connect link{link} -> host{host} (inc {inc})")
+            }
+            What::LinkClosed { link, why } => write!(f, "link{link} closed ({why})"),
+            What::ClientSend { link, line } => write!(f, "send link{link} {}", line.trim_end()),
+            What::ClientRecv { link, line } => write!(f, "recv link{link} {}", line.trim_end()),
+            What::HostRecv { inc, link, line } => {
+                write!(f, "(inc {inc}) recv link{link} {}", line.trim_end())
+            }
+            What::HostSend { inc, link, line } => {
+                write!(f, "(inc {inc}) send link{link} {}", line.trim_end())
+            }
+            What::NetDrop { link, to_host } => {
+                write!(
+                    f,
+                    "drop a line on link{link} {}",
+                    if *to_host { "to host" } else { "to client" }
+                )
+            }
+            What::NetDup { link } => write!(f, "duplicate a request on link{link}"),
+            What::NetReorder { link } => write!(f, "reorder requests on link{link}"),
+            What::LeaseGrant { inc, session } => {
+                write!(f, "(inc {inc}) lease granted {}", short(session))
+            }
+            What::LeaseDenied { inc, session } => {
+                write!(f, "(inc {inc}) lease denied {}", short(session))
+            }
+            What::LeaseRelease { inc, session } => {
+                write!(f, "(inc {inc}) lease released {}", short(session))
+            }
+            What::Append {
+                inc,
+                session,
+                bytes,
+            } => {
+                write!(
+                    f,
+                    "(inc {inc}) append {} bytes to {}",
+                    bytes.len(),
+                    short(session)
+                )?;
+                if let Ok(d) = msp::core::record::decode_log(bytes) {
+                    for (r, _) in d.records.iter() {
+                        write!(f, " [{}]", record_summary(r))?;
+                    }
+                }
+                Ok(())
+            }
+            What::AppendFailed { inc, session } => write!(
+                f,
+                "(inc {inc}) append to {} failed: disk full",
+                short(session)
+            ),
+            What::Truncate {
+                inc,
+                session,
+                len_bytes,
+            } => {
+                write!(
+                    f,
+                    "(inc {inc}) truncate {} to {len_bytes} bytes",
+                    short(session)
+                )
+            }
+            What::Synced {
+                inc,
+                session,
+                upto_bytes,
+            } => write!(
+                f,
+                "(inc {inc}) synced {} up to {upto_bytes}",
+                short(session)
+            ),
+            What::SyncFailed {
+                inc,
+                session,
+                kept_bytes,
+            } => {
+                write!(
+                    f,
+                    "(inc {inc}) FSYNC FAILED {} (file keeps {kept_bytes} bytes)",
+                    short(session)
+                )
+            }
+            What::CrashKeep {
+                session,
+                kept_bytes,
+                torn,
+            } => {
+                write!(
+                    f,
+                    "{} keeps {kept_bytes} bytes{}",
+                    short(session),
+                    if *torn { " (torn)" } else { "" }
+                )
+            }
+            What::Effect {
+                inc,
+                provider,
+                key,
+                perform,
+                mutated,
+                lost,
+            } => write!(
+                f,
+                "(inc {inc}) effect {} at {provider} key {}{}{}",
+                if *perform { "perform" } else { "query" },
+                key.rsplit(':').next().map(short).unwrap_or_default(),
+                if *mutated { " MUTATED" } else { "" },
+                if *lost { " (response lost)" } else { "" }
+            ),
+            What::Note(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// One short phrase per log record, for the timeline.
+pub fn record_summary(r: &msp::core::record::Record) -> String {
+    use msp::core::record::{Outcome, Record};
+    let short = |s: &str| s.get(..8).unwrap_or(s).to_string();
+    match r {
+        Record::Created { .. } => "created".into(),
+        Record::Loaded { .. } => "loaded".into(),
+        Record::Received {
+            command_id, method, ..
+        } => format!("received {method} {}", short(command_id)),
+        Record::Settled {
+            command_id,
+            outcome,
+        } => {
+            let o = match outcome {
+                Outcome::Applied => "applied",
+                Outcome::Rejected { .. } => "rejected",
+                Outcome::Abandoned => "abandoned",
+            };
+            format!("settled {} {o}", short(command_id))
+        }
+        Record::Event { n, method, .. } => format!("event #{n} {method}"),
+        Record::Closed { reason, .. } => format!("closed {reason}"),
+    }
+}
+
+/// The recorded history of one run.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Entries in order.
+    pub entries: Vec<Entry>,
+    hash: Fnv,
+}
+
+impl Trace {
+    /// An empty trace.
+    pub fn new() -> Trace {
+        Trace::default()
+    }
+
+    /// Records one event.
+    pub fn push(&mut self, at_ms: u64, actor: Actor, what: What) {
+        let e = Entry { at_ms, actor, what };
+        self.hash.u64(e.hash());
+        self.entries.push(e);
+    }
+
+    /// The chained hash of every entry so far.
+    pub fn hash(&self) -> u64 {
+        self.hash.0
+    }
+
+    /// Index of the first entry where two traces differ, if any.
+    pub fn first_divergence(&self, other: &Trace) -> Option<usize> {
+        let n = self.entries.len().min(other.entries.len());
+        (0..n)
+            .find(|i| self.entries[*i] != other.entries[*i])
+            .or((self.entries.len() != other.entries.len()).then_some(n))
+    }
+}

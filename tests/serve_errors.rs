@@ -530,3 +530,48 @@ fn non_loopback_listen_is_refused_without_the_opt_in() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
 }
+
+#[test]
+fn the_257th_connection_is_overloaded_and_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, _) = start(dir.path(), Via::Tcp, &[], &[]);
+    let mut held: Vec<Client> = (0..256).map(|_| server.tcp()).collect();
+    // A round trip on the last one proves all 256 were admitted first.
+    let r = held[255].request(
+        "initialize",
+        json!({"clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    let mut extra = server.tcp();
+    let frames = extra.expect_eof();
+    assert_eq!(
+        frames.len(),
+        1,
+        "one error, then the host closes: {frames:?}"
+    );
+    assert_eq!((code(&frames[0]), kind(&frames[0])), (-32001, "overloaded"));
+    assert_eq!(frames[0]["error"]["data"]["retryable"], json!(true));
+    assert!(frames[0]["id"].is_null());
+    // Room again once one leaves.
+    held.pop();
+    let mut again = server.tcp();
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    loop {
+        let r = again.send_request(
+            "initialize",
+            json!({"clientInfo": {"name": "t", "version": "1"}}),
+        );
+        let f = again.wait_for_or_eof(|f| f["id"] == json!(r) || f["id"].is_null());
+        match f {
+            Some(f) if f.get("result").is_some() => break,
+            // The host may not have seen the disconnect yet: retry.
+            _ => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no room after a disconnect"
+                );
+                again = server.tcp();
+            }
+        }
+    }
+}

@@ -427,6 +427,14 @@ impl Client {
     }
 }
 
+impl Drop for Client {
+    /// Closes the connection for real (the reader thread holds a clone of
+    /// the socket, which would otherwise keep it open).
+    fn drop(&mut self) {
+        self.close_input();
+    }
+}
+
 /// `error.code` of a response (panics on a result).
 pub fn code(r: &Value) -> i64 {
     r["error"]["code"]

@@ -573,3 +573,99 @@ fn a_killed_holder_frees_its_lease_for_the_second_process() {
         json!({"a": 1})
     );
 }
+
+#[test]
+fn crash_mid_group_commit_loses_no_acked_intake_and_applies_none_twice() {
+    const CLIENTS: usize = 16;
+    const COMMANDS_EACH: usize = 4;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sid = v7();
+    let (mut server, _) = start(
+        dir.path(),
+        Via::Tcp,
+        &[],
+        &[("MSP_CRASH_AT", "mid-group-commit")],
+    );
+    let mut setup = server.tcp();
+    setup.init();
+    assert!(setup.start_session(&sid)["result"].is_object());
+    let mut clients: Vec<Client> = (0..CLIENTS)
+        .map(|_| {
+            let mut c = server.tcp();
+            c.init();
+            c
+        })
+        .collect();
+    // Every client pipelines its commands at once: syncs cover several
+    // intakes, and the first such sync kills the host.
+    let mut sent: Vec<(usize, u64, Value)> = Vec::new();
+    for (n, c) in clients.iter_mut().enumerate() {
+        // One write per client, so its intakes arrive together.
+        let mut batch = Vec::new();
+        for k in 0..COMMANDS_EACH {
+            let p = json!({"commandId": v7(), "sessionId": sid, "expectedRevision": k, "set": {format!("c{n}"): k}});
+            let id = k as u64 + 1;
+            let req = json!({"jsonrpc": "2.0", "id": id, "method": "state/update", "params": p});
+            batch.extend(serde_json::to_vec(&req).expect("serialise"));
+            batch.push(b'\n');
+            sent.push((n, id, p));
+        }
+        assert!(c.send_raw(&batch));
+    }
+    let mut first: BTreeMap<String, Value> = BTreeMap::new();
+    for (n, c) in clients.iter_mut().enumerate() {
+        for f in c.expect_eof() {
+            if let Some((_, _, p)) = sent
+                .iter()
+                .find(|(m, id, _)| *m == n && is_response(&f) && f["id"] == json!(id))
+            {
+                first.insert(
+                    p["commandId"].as_str().expect("cid").to_string(),
+                    answer_value(&f),
+                );
+            }
+        }
+    }
+    assert_eq!(server.wait_exit().signal(), Some(6), "the failpoint fired");
+    assert!(
+        first.len() < sent.len(),
+        "some intakes were caught in flight"
+    );
+
+    let (_server, c) = start(dir.path(), Via::Stdio, &[], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    assert!(c.request(
+        "session/resume",
+        json!({"commandId": v7(), "sessionId": sid})
+    )["result"]
+        .is_object());
+    let mut applied = BTreeMap::new();
+    for (_, _, p) in &sent {
+        let cid = p["commandId"].as_str().expect("cid").to_string();
+        let got = c.request("state/update", p.clone());
+        match first.get(&cid) {
+            Some(v) => assert_eq!(
+                &answer_value(&got),
+                v,
+                "an answered intake survives identically"
+            ),
+            None => assert!(
+                got.get("result").is_some()
+                    || ["stale_revision", "abandoned"].contains(&reason(&got)),
+                "{got}"
+            ),
+        }
+        let again = c.request("state/update", p.clone());
+        assert_eq!(answer_value(&again), answer_value(&got));
+        applied.insert(cid, got.get("result").is_some());
+    }
+    let history = c.history(&sid);
+    for (cid, was_applied) in &applied {
+        let n = history
+            .iter()
+            .filter(|e| e["method"] == "state/updated" && e["params"]["commandId"] == json!(cid))
+            .count();
+        assert_eq!(n, usize::from(*was_applied), "{cid} applied {n} times");
+    }
+}

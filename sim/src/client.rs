@@ -119,6 +119,7 @@ pub struct Client {
     start: Option<usize>,
     resume: Option<usize>,
     active: Option<usize>,
+    burst: Option<usize>,
     /// The session this client drives.
     pub session: Option<String>,
     loaded: bool,
@@ -131,6 +132,7 @@ pub struct Client {
     revision: i64,
     budget: u32,
     timeouts_in_row: u32,
+    in_use_count: u32,
     counter: u64,
     idle_until_ms: u64,
 }
@@ -155,6 +157,7 @@ impl Client {
             start: None,
             resume: None,
             active: None,
+            burst: None,
             session: None,
             loaded: false,
             last_cursor: None,
@@ -166,6 +169,7 @@ impl Client {
             revision: 0,
             budget,
             timeouts_in_row: 0,
+            in_use_count: 0,
             counter: 0,
             idle_until_ms: 0,
         }
@@ -393,7 +397,12 @@ impl Client {
             self.drive(w, i, out);
             return;
         }
-        // 3. The command in flight.
+        // 3. The commands in flight (a burst rides along the active one).
+        if let Some(b) = self.burst {
+            if !self.drive(w, b, out) {
+                self.burst = None;
+            }
+        }
         if let Some(i) = self.active {
             if self.drive(w, i, out) {
                 return;
@@ -555,6 +564,22 @@ impl Client {
         let i = self.new_cmd(w, method, params, Purpose::Normal);
         self.active = Some(i);
         self.drive(w, i, out);
+        self.maybe_burst(w, out, &sid);
+    }
+
+    /// Sometimes a second command leaves right behind the first (a
+    /// pipelining client): two intakes share one group commit.
+    fn maybe_burst(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {
+        if self.burst.is_some() || !w.chance(Decision::Client, 250) {
+            return;
+        }
+        self.counter += 1;
+        let mut set = serde_json::Map::new();
+        set.insert(format!("b{}", self.counter % 3), json!(self.counter));
+        let p = json!({"sessionId": sid, "expectedRevision": self.revision, "set": set});
+        let b = self.new_cmd(w, "state/update", p, Purpose::Normal);
+        self.burst = Some(b);
+        self.drive(w, b, out);
     }
 
     fn pick_turn(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>, sid: &str) {
@@ -569,6 +594,7 @@ impl Client {
         let i = self.new_cmd(w, "turn/start", p, Purpose::Normal);
         self.active = Some(i);
         self.drive(w, i, out);
+        self.maybe_burst(w, out, sid);
     }
 
     fn decide_approval(
@@ -726,6 +752,14 @@ impl Client {
             -32021 | -32024 => {
                 if matches!(purpose, Purpose::Start | Purpose::Resume) {
                     self.cmds[i].retry_at_ms = Some(backoff);
+                    self.in_use_count += 1;
+                    if code == -32021 && self.in_use_count >= 3 {
+                        // Another live host holds it: go where it is (or
+                        // wait for it to let go) from a fresh link.
+                        self.in_use_count = 0;
+                        out.push(Action::Close);
+                        self.on_closed();
+                    }
                 } else {
                     // Not loaded on this link: reload, then retry.
                     self.loaded = false;
@@ -745,6 +779,12 @@ impl Client {
                     self.finish(i, v);
                     self.lose_session(w, out, "session died with its ephemeral host");
                 }
+            }
+            -32600 => {
+                // `initialized` was lost or overtaken: handshake again on a
+                // fresh link; the command is retried there.
+                out.push(Action::Close);
+                self.on_closed();
             }
             -32011 => {
                 // Our cursor is unknown: resume from a snapshot.
@@ -787,6 +827,7 @@ impl Client {
         self.start = None;
         self.resume = None;
         self.active = None;
+        self.burst = None;
         self.loaded = false;
         self.last_cursor = None;
         self.running = None;

@@ -799,7 +799,7 @@ impl Sim {
                     self.disk.full_until_ms = now + self.w.range(Decision::Disk, 100, 2_000);
                 }
                 let epoch = self.disk.files.get(&session).map_or(0, |f| f.epoch);
-                let at = now + self.w.range(Decision::Disk, 1, 4);
+                let at = now + self.w.range(Decision::Disk, 2, 15);
                 self.w.schedule(
                     at,
                     Event::SyncDone {

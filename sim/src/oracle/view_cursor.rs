@@ -30,11 +30,14 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
     }
     // Resumes that reached a host whose disk already held their intake:
     // those were answered as replays. (link, rpc id) -> replayed.
-    let mut replayed: BTreeSet<(u64, u64)> = BTreeSet::new();
+    let mut replayed: BTreeMap<(u64, u64), std::collections::VecDeque<bool>> = BTreeMap::new();
     let mut disk = IndexedDisk::default();
+    // Ephemeral hosts keep their ledger in memory: a command id an
+    // incarnation already read is a replay there.
+    let mut seen_by_inc: BTreeSet<(usize, u64, String)> = BTreeSet::new();
     for e in &trace.entries {
         disk.apply(&e.what);
-        let What::HostRecv { link, line, .. } = &e.what else {
+        let What::HostRecv { link, line, inc } = &e.what else {
             continue;
         };
         let Ok(fr) = serde_json::from_str::<Value>(line) else {
@@ -50,18 +53,29 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
         ) else {
             continue;
         };
-        if disk
+        let host = match e.actor {
+            crate::trace::Actor::Host(n) => n,
+            _ => 0,
+        };
+        let first_here = seen_by_inc.insert((host, *inc, c.to_ascii_lowercase()));
+        let known = disk
             .ledger(s, usize::MAX)
             .0
             .contains(&c.to_ascii_lowercase())
-        {
-            replayed.insert((*link, id));
-        }
+            || (!h.durable_incs.contains(&(host, *inc)) && !first_here);
+        replayed.entry((*link, id)).or_default().push_back(known);
     }
     // Subscription starts: (link, session) -> (trace idx, durable n).
     let mut starts: BTreeMap<(u64, String), Vec<(usize, u64)>> = BTreeMap::new();
     for a in &h.answers {
         let r = &h.reqs[a.req];
+        let rpc_id = trace_rpc_id(&trace.entries[r.idx].what);
+        // Answers on one link come back in the order the host read the
+        // copies of the request.
+        let maybe_replay = rpc_id
+            .and_then(|id| replayed.get_mut(&(r.link, id)))
+            .and_then(|q| q.pop_front())
+            .unwrap_or(false);
         let Some(res) = a.value.get("result") else {
             continue;
         };
@@ -79,8 +93,7 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
         // fixed, a resume sent more than once is checked from its
         // `viewCursor`; set this to false to see the gaps.
         const EXCUSE_RESUME_REPLAY_GAP: bool = true;
-        let rpc_id = trace_rpc_id(&trace.entries[r.idx].what);
-        let maybe_replay = rpc_id.is_some_and(|id| replayed.contains(&(r.link, id)));
+
         let suffix = res["history"]["mode"] == Value::from("none")
             && !(EXCUSE_RESUME_REPLAY_GAP && maybe_replay);
         let from = if r.method == "session/resume" && suffix {

@@ -861,7 +861,7 @@ impl Client {
         }
         if let Some(c) = p["viewCursor"].as_str() {
             if !c.contains('.') {
-                let newer = self.last_cursor.as_deref().map_or(true, |l| {
+                let newer = self.last_cursor.as_deref().is_none_or(|l| {
                     msp::core::session::cursor_order(c) > msp::core::session::cursor_order(l)
                 });
                 if newer {

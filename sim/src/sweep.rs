@@ -131,7 +131,7 @@ pub fn sweep(
                     break;
                 }
                 // A sample of seeds is always run twice.
-                let double = double_all || i % 64 == 0;
+                let double = double_all || i.is_multiple_of(64);
                 let o = run_seed(scenario, seeds[i], bug, double);
                 out.lock().expect("no poisoned lock")[i] = Some(o);
                 on_done();

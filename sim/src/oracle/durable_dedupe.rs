@@ -53,7 +53,7 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
             continue;
         }
         let recorded = fr.get("result").is_some()
-            || (fr["error"]["code"] == Value::from(-32030)
+            || (fr["error"]["code"] == -32030
                 && !matches!(
                     fr["error"]["data"]["reason"].as_str(),
                     Some("command_id_conflict") | Some("session_id_conflict")

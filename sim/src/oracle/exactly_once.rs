@@ -46,7 +46,7 @@ pub fn count_effects(session: &str, events: &[(String, Value)], where_: &str) ->
                     &mut v,
                 );
             }
-            "item/completed" if p["item"]["kind"] == Value::from("userMessage") => {
+            "item/completed" if p["item"]["kind"] == "userMessage" => {
                 if let Some(c) = p["item"]["commandId"].as_str() {
                     bump(format!("userMessage of command {c}"), &mut v);
                 }

@@ -212,7 +212,7 @@ pub struct Ans {
 impl Ans {
     /// The `commandRejected` reason, if this is one.
     pub fn reason(&self) -> Option<&str> {
-        (self.value["error"]["code"] == Value::from(-32030))
+        (self.value["error"]["code"] == -32030)
             .then(|| self.value["error"]["data"]["reason"].as_str())
             .flatten()
     }
@@ -234,6 +234,9 @@ pub struct Note {
     /// The params.
     pub params: Value,
 }
+
+/// Durable events of one session keyed by cursor order.
+type EventsByCursor = BTreeMap<(u64, u64), (String, Value)>;
 
 /// The indexed trace.
 #[derive(Debug, Clone, Default)]
@@ -391,7 +394,7 @@ impl History {
     /// Durable events clients saw, per session, one per cursor, in cursor
     /// order.
     pub fn observed_events(&self) -> BTreeMap<String, Vec<(String, Value)>> {
-        let mut by: BTreeMap<String, BTreeMap<(u64, u64), (String, Value)>> = BTreeMap::new();
+        let mut by: BTreeMap<String, EventsByCursor> = BTreeMap::new();
         for n in &self.notes {
             let (Some(s), Some(c)) = (
                 n.params["sessionId"].as_str(),

@@ -29,25 +29,23 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
                 }
                 holder.insert(session.clone(), h);
             }
-            What::LeaseRelease { session, .. } => {
-                if holder.get(session) == Some(&h) {
-                    holder.remove(session);
-                }
+            What::LeaseRelease { session, .. } if holder.get(session) == Some(&h) => {
+                holder.remove(session);
             }
-            What::Append { session, .. } | What::Truncate { session, .. } => {
-                if holder.get(session) != Some(&h) && !reported {
-                    reported = true;
-                    v.push(Violation::new(
-                        "one-lease-holder",
-                        Some(i),
-                        format!(
-                            "host{h} wrote {session} without its lease (holder: {})",
-                            holder
-                                .get(session)
-                                .map_or("none".to_string(), |o| format!("host{o}"))
-                        ),
-                    ));
-                }
+            What::Append { session, .. } | What::Truncate { session, .. }
+                if holder.get(session) != Some(&h) && !reported =>
+            {
+                reported = true;
+                v.push(Violation::new(
+                    "one-lease-holder",
+                    Some(i),
+                    format!(
+                        "host{h} wrote {session} without its lease (holder: {})",
+                        holder
+                            .get(session)
+                            .map_or("none".to_string(), |o| format!("host{o}"))
+                    ),
+                ));
             }
             _ => {}
         }

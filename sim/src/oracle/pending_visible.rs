@@ -24,7 +24,7 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
                 let Ok(fr) = serde_json::from_str::<Value>(line) else {
                     continue;
                 };
-                if fr["method"] != Value::from("session/read") {
+                if fr["method"] != "session/read" {
                     continue;
                 }
                 let s = fr["params"]["sessionId"].as_str().unwrap_or("").to_string();

@@ -20,12 +20,14 @@ pub fn is_recorded(a: &super::history::Ans) -> bool {
             .is_some_and(|r| r != "command_id_conflict" && r != "session_id_conflict")
 }
 
+/// (command id, payload, host scope for carrier-less rows).
+type RefKey = (String, String, Option<(usize, u64)>);
+
 /// Checks the property.
 pub fn check(_trace: &Trace, h: &History) -> Vec<Violation> {
     let mut v = Vec::new();
     // (cid, payload, host scope) -> (reference answer, its index)
-    let mut refs: BTreeMap<(String, String, Option<(usize, u64)>), (Value, usize)> =
-        BTreeMap::new();
+    let mut refs: BTreeMap<RefKey, (Value, usize)> = BTreeMap::new();
     for a in &h.answers {
         let r = &h.reqs[a.req];
         let Some(cid) = &r.cid else { continue };

@@ -39,7 +39,7 @@ pub fn check_events(
             "turn/completed" => {
                 l.completed += 1;
                 l.completed_after_unqueue |= l.unqueued;
-                l.launch_failed |= p["error"]["kind"] == Value::from("launchError");
+                l.launch_failed |= p["error"]["kind"] == "launchError";
             }
             "turn/unqueued" => l.unqueued = true,
             _ => {}

@@ -43,7 +43,7 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
         let Ok(fr) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        if fr["method"] != Value::from("session/resume") {
+        if fr["method"] != "session/resume" {
             continue;
         }
         let (Some(id), Some(s), Some(c)) = (
@@ -94,8 +94,8 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
         // `viewCursor`; set this to false to see the gaps.
         const EXCUSE_RESUME_REPLAY_GAP: bool = true;
 
-        let suffix = res["history"]["mode"] == Value::from("none")
-            && !(EXCUSE_RESUME_REPLAY_GAP && maybe_replay);
+        let suffix =
+            res["history"]["mode"] == "none" && !(EXCUSE_RESUME_REPLAY_GAP && maybe_replay);
         let from = if r.method == "session/resume" && suffix {
             r.params["cursor"].as_str().unwrap_or("")
         } else {

@@ -65,7 +65,6 @@ const RECONCILIATION_REFOLD: &[(usize, &str)] = &[
     (14, "$.params.sourceRange.stream.kind"),
     (15, "$.params.sourceRange.stream.id"),
     (15, "$.params.sourceRange.stream.kind"),
-    (15, "$.params.durationMs"),
 ];
 
 const CURSOR_NEVER_EXISTED: &[(usize, &str)] = &[(5, "$.error.data.retryable")];

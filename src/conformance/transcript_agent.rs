@@ -404,7 +404,10 @@ impl Builder {
         if !matches!(terminal.as_str(), "completed" | "failed") || crashed {
             return; // cancelled, or ended by recovery: the runtime's
         }
-        let extra = without(p, &CORE_TERMINAL_KEYS);
+        let mut extra = without(p, &CORE_TERMINAL_KEYS);
+        // `durationMs` is optional: where the recording has none, ask the
+        // core to leave it out rather than measure one.
+        extra.entry("durationMs").or_insert(Value::Null);
         self.push(turn, line, Step::Finish(Finish { terminal, extra }));
     }
 }

@@ -82,7 +82,8 @@ pub struct Finish {
     /// `completed` or `failed`.
     pub terminal: String,
     /// Extra members of `turn/completed` (`durationMs`, `usage`, `error`,
-    /// `reason`, ...). When `durationMs` is absent the core fills it in.
+    /// `reason`, ...). When `durationMs` is absent the core fills it in; a
+    /// member set to `null` is left out.
     pub extra: Map<String, Value>,
 }
 

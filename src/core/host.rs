@@ -83,6 +83,9 @@ enum Internal {
 
 #[derive(Debug)]
 struct Parked {
+    /// Park order: waiters wake first-parked first, so no connection
+    /// starves behind lower-numbered ones.
+    seq: u64,
     id: RequestId,
     parsed: Parsed,
     wait: Wait,
@@ -198,6 +201,7 @@ pub struct Host {
     out: VecDeque<Output>,
     next_token: u64,
     next_slot: u64,
+    next_park: u64,
     opens: BTreeMap<u64, String>,
     reads: BTreeMap<u64, ConnId>,
     pub(crate) effects: BTreeMap<u64, EffectWait>,
@@ -245,6 +249,7 @@ impl Host {
             out: VecDeque::new(),
             next_token: 1,
             next_slot: 1,
+            next_park: 0,
             opens: BTreeMap::new(),
             reads: BTreeMap::new(),
             effects: BTreeMap::new(),
@@ -783,26 +788,30 @@ impl Host {
         end
     }
 
-    fn wake_waiters(&mut self, wait: &Wait) {
-        let waiting: Vec<ConnId> = self
+    /// Connections parked on `wait`, first-parked first.
+    fn waiting_on(&self, wait: &Wait) -> Vec<ConnId> {
+        let mut waiting: Vec<(u64, ConnId)> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.parked.as_ref().is_some_and(|p| &p.wait == wait))
-            .map(|(id, _)| *id)
+            .filter_map(|(id, c)| {
+                c.parked
+                    .as_ref()
+                    .filter(|p| &p.wait == wait)
+                    .map(|p| (p.seq, *id))
+            })
             .collect();
-        for conn in waiting {
+        waiting.sort_unstable();
+        waiting.into_iter().map(|(_, c)| c).collect()
+    }
+
+    fn wake_waiters(&mut self, wait: &Wait) {
+        for conn in self.waiting_on(wait) {
             self.resume_conn(conn);
         }
     }
 
     fn wake_waiters_with(&mut self, wait: &Wait, io: IoAnswer) {
-        let waiting: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.parked.as_ref().is_some_and(|p| &p.wait == wait))
-            .map(|(id, _)| *id)
-            .collect();
-        for conn in waiting {
+        for conn in self.waiting_on(wait) {
             if let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.as_mut()) {
                 p.io = Some(io.clone());
             }
@@ -838,8 +847,11 @@ impl Host {
     }
 
     fn park(&mut self, conn: ConnId, id: RequestId, wait: Wait, parsed: Parsed) {
+        self.next_park += 1;
+        let seq = self.next_park;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.parked = Some(Parked {
+                seq,
                 id,
                 parsed,
                 wait,

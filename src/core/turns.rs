@@ -368,7 +368,9 @@ impl Host {
                             json!(now.saturating_sub(run.started_ms)),
                         );
                     }
-                    p.extend(f.extra);
+                    // A null member is the agent's way to leave an optional
+                    // member out (e.g. `durationMs`).
+                    p.extend(f.extra.into_iter().filter(|(_, v)| !v.is_null()));
                     self.emit(sid, "turn/completed", p, ("run", &turn_id), None);
                     self.loaded_mut(sid).expect("loaded").run = None;
                     self.launch_next(sid);

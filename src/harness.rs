@@ -68,6 +68,8 @@ pub struct Harness {
     held_syncs: VecDeque<(String, u64)>,
     /// Sync requests seen (a group-commit measure).
     pub sync_count: u64,
+    /// When set, the next sync fails (an fsync error) instead of completing.
+    pub fail_next_sync: bool,
 }
 
 impl Harness {
@@ -99,6 +101,7 @@ impl Harness {
             hold_syncs: false,
             held_syncs: VecDeque::new(),
             sync_count: 0,
+            fail_next_sync: false,
         }
     }
 
@@ -309,7 +312,12 @@ impl Harness {
                 upto_bytes,
             } => {
                 self.sync_count += 1;
-                if self.hold_syncs {
+                if std::mem::take(&mut self.fail_next_sync) {
+                    // The page cache's fate is unknown after a failed fsync:
+                    // keep the bytes as written, acknowledge none of them.
+                    self.host
+                        .handle_storage_failed(&session, "fsync failed", now);
+                } else if self.hold_syncs {
                     self.held_syncs.push_back((session, upto_bytes));
                 } else {
                     self.complete_sync(&session, upto_bytes);

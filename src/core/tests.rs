@@ -1080,3 +1080,84 @@ fn one_seed_replays_bit_for_bit() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn failed_sync_answers_storage_unavailable_and_a_retry_succeeds() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    h.fail_next_sync = true;
+    let upd =
+        json!({"sessionId": SID, "commandId": cid(90), "expectedRevision": 0, "set": {"a": 1}});
+    let f = req(&mut h, c, 2, "state/update", upd.clone());
+    let e = &response(&f, 2)["error"];
+    assert_eq!(e["code"], json!(-32603));
+    assert_eq!(e["data"]["reason"], json!("storageUnavailable"));
+    assert_eq!(e["data"]["retryable"], json!(true));
+    assert!(
+        !methods(&f).contains(&"state/updated".to_string()),
+        "nothing covered by the failed sync is revealed"
+    );
+    // The session was dropped; a resume reloads what the disk holds, and the
+    // retry of the same id is answered once, durably.
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(91)}),
+    );
+    assert!(response(&f, 3).get("result").is_some());
+    let r1 = req(&mut h, c, 4, "state/update", upd.clone());
+    let r2 = req(&mut h, c, 5, "state/update", upd);
+    let a1 = response(&r1, 4);
+    assert_eq!(
+        a1.get("result").or(a1.get("error")),
+        response(&r2, 5)
+            .get("result")
+            .or(response(&r2, 5).get("error"))
+    );
+    let ok = a1["result"]["revision"] == json!(1) || reason(&a1) == "abandoned";
+    assert!(ok, "applied once, or abandoned by recovery: {a1}");
+}
+
+#[test]
+fn unanswered_requests_are_bounded_per_connection() {
+    let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
+    cfg.group_commit = false;
+    let mut h = Harness::new(cfg, T0);
+    let c = h.connect();
+    init(&mut h, c);
+    start(&mut h, c);
+    h.hold_syncs = true;
+    let mut bytes = Vec::new();
+    for i in 0..(crate::core::UNANSWERED_MAX as u32 + 10) {
+        let v = json!({"jsonrpc":"2.0","id": 1000 + i,"method":"state/update","params":{"sessionId": SID, "commandId": cid(1000 + i), "expectedRevision": 0, "set": {}}});
+        bytes.extend(serde_json::to_vec(&v).unwrap());
+        bytes.push(b'\n');
+    }
+    h.send_raw(c, &bytes);
+    h.hold_syncs = false;
+    h.release_syncs();
+    let f = h.take(c);
+    let overloaded: Vec<&Value> = f
+        .iter()
+        .filter(|f| f["error"]["code"] == json!(-32001))
+        .collect();
+    assert!(
+        !overloaded.is_empty(),
+        "past the limit requests are refused"
+    );
+    assert!(overloaded
+        .iter()
+        .all(|f| f["error"]["data"]["retryable"] == json!(true)));
+    let responses: Vec<&Value> = f.iter().filter(|f| f.get("method").is_none()).collect();
+    let mut ids: Vec<u64> = responses.iter().filter_map(|f| f["id"].as_u64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), responses.len(), "no request is answered twice");
+    assert_eq!(
+        responses.len(),
+        crate::core::UNANSWERED_MAX + 10,
+        "every request is answered once"
+    );
+}

@@ -53,6 +53,9 @@ struct OutFrame {
     /// A response under this id (replaced by `storageUnavailable` if its
     /// gate can never open).
     response_to: Option<RequestId>,
+    /// A view frame of this session incarnation (dropped with it when its
+    /// storage fails: the subscription it belonged to is gone).
+    view_of: Option<u64>,
 }
 
 /// What a parked request waits for.
@@ -407,6 +410,9 @@ impl Host {
             for c in self.conns.values_mut() {
                 let mut kept = VecDeque::new();
                 for f in c.outq.drain(..) {
+                    if f.view_of == Some(slot) {
+                        continue;
+                    }
                     match f.gate {
                         Some(g) if g.slot == slot && g.upto > synced => {
                             if let Some(id) = f.response_to {
@@ -417,6 +423,7 @@ impl Host {
                                     ),
                                     gate: None,
                                     response_to: None,
+                                    view_of: None,
                                 });
                             }
                         }
@@ -570,6 +577,25 @@ impl Host {
                 line,
                 gate,
                 response_to,
+                view_of: None,
+            });
+        }
+    }
+
+    /// Queues a view frame (event or server request) of a loaded session.
+    pub(crate) fn enqueue_view(
+        &mut self,
+        conn: ConnId,
+        line: Vec<u8>,
+        gate: Option<Gate>,
+        slot: u64,
+    ) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.outq.push_back(OutFrame {
+                line,
+                gate,
+                response_to: None,
+                view_of: Some(slot),
             });
         }
     }
@@ -733,7 +759,7 @@ impl Host {
                         envelope::server_request_line(id, method, params)
                     }
                 };
-                self.enqueue(*conn, line, gate, None);
+                self.enqueue_view(*conn, line, gate, slot);
             }
         }
         self.maybe_sync(sid);

@@ -179,9 +179,10 @@ impl Host {
                     )
                 })
                 .collect();
+        let slot = l.slot;
         for (line, at) in backlog {
             let gate = self.loaded(sid).and_then(|l| self.gate_at(l, at));
-            self.enqueue(conn, line, gate, None);
+            self.enqueue_view(conn, line, gate, slot);
         }
         if let Some(l) = self.loaded_mut(sid) {
             l.subscribers.insert(conn);
@@ -198,10 +199,11 @@ impl Host {
                 .map(|a| a.params.clone())
                 .collect();
         let gate = self.gate_now(sid);
+        let slot = l.slot;
         for params in pending {
             let id = self.next_server_request_id(conn);
             let line = envelope::server_request_line(id, "approval/request", &params);
-            self.enqueue(conn, line, gate, None);
+            self.enqueue_view(conn, line, gate, slot);
         }
     }
 

@@ -375,7 +375,13 @@ impl Host {
                 let gate = self.gate_at(l, at);
                 self.respond(conn, id, &answer, gate);
                 if let Answer::Result(r) = &answer {
-                    let after = r["viewCursor"].as_str().unwrap_or_default().to_string();
+                    // A snapshot answer covers the view up to its cursor; a
+                    // cursor-suffix answer promised the events after the
+                    // request's cursor, which a replay must still stream.
+                    let after = match &cursor {
+                        Some(cur) if r["history"]["mode"] == "none" => cur.clone(),
+                        _ => r["viewCursor"].as_str().unwrap_or_default().to_string(),
+                    };
                     self.subscribe_after(conn, &sid, &after);
                     self.reissue_approvals(conn, &sid);
                 }

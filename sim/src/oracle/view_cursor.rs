@@ -92,7 +92,7 @@ pub fn check(trace: &Trace, h: &History) -> Vec<Violation> {
         // events between the two are never streamed. Until the core is
         // fixed, a resume sent more than once is checked from its
         // `viewCursor`; set this to false to see the gaps.
-        const EXCUSE_RESUME_REPLAY_GAP: bool = true;
+        const EXCUSE_RESUME_REPLAY_GAP: bool = false;
 
         let suffix =
             res["history"]["mode"] == "none" && !(EXCUSE_RESUME_REPLAY_GAP && maybe_replay);

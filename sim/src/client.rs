@@ -359,12 +359,9 @@ impl Client {
             let i = match self.start {
                 Some(i) if !self.cmds[i].done && !self.cmds[i].lost => i,
                 _ => {
-                    if ctx.healing
-                        && self.budget == 0
-                        && self.cmds.iter().any(|c| c.purpose == Purpose::Start)
-                    {
-                        return;
-                    }
+                    // A client without a session always gets one, healing or
+                    // not: a session that died with its ephemeral host is
+                    // replaced, never replayed.
                     let explicit = w.chance(Decision::Client, 500);
                     let params = if explicit {
                         let sid = self.mint(w);

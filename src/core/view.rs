@@ -167,7 +167,14 @@ impl Host {
         // below then covers them exactly once for the new one.
         self.flush(sid);
         let Some(l) = self.loaded(sid) else { return };
-        let after_n = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
+        // A connection already subscribed has been sent every event up to
+        // the head (its backlog, then live ones): a second subscription on
+        // it (a duplicated resume line, say) must not repeat them.
+        let after_n = if l.subscribers.contains(&conn) {
+            l.s.head_n()
+        } else {
+            l.s.parse_cursor(after).unwrap_or(l.s.head_n())
+        };
         let backlog: Vec<(Vec<u8>, u64)> =
             l.s.events
                 .iter()

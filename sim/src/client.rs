@@ -413,6 +413,13 @@ impl Client {
         if ctx.healing || self.budget == 0 {
             if let Some(a) = self.approvals.iter().next().cloned() {
                 self.decide_approval(w, &a, out, true);
+            } else if ctx.healing && self.cmds.iter().any(|c| !c.done && !c.lost) {
+                // Something is still pending: ask the log which approvals
+                // wait, as an SDK does after a gap.
+                let (_, line) =
+                    self.frame("approval/listPending", json!({"sessionId": sid_of(self)}));
+                self.inflight.insert(self.next_rpc - 1, usize::MAX);
+                out.push(Action::Send(line));
             }
             return;
         }
@@ -678,7 +685,16 @@ impl Client {
         };
         self.timeouts_in_row = 0;
         if i == usize::MAX {
-            return out; // an observer's read
+            // A read: an observer's, or our own `approval/listPending`
+            // (a lost `approval/request` line must not block the turn).
+            if let Some(list) = v["result"]["approvals"].as_array() {
+                for a in list {
+                    if let Some(id) = a["approvalId"].as_str() {
+                        self.approvals.insert(id.to_string());
+                    }
+                }
+            }
+            return out;
         }
         self.on_answer(w, ctx, i, &v, &mut out);
         out
@@ -912,4 +928,9 @@ impl Client {
             _ => {}
         }
     }
+}
+
+/// The client's current session id (it has one whenever it picks work).
+fn sid_of(c: &Client) -> String {
+    c.session.clone().unwrap_or_default()
 }

@@ -65,6 +65,11 @@ pub struct RunResult {
     pub crash_point_crashes: BTreeMap<&'static str, u64>,
     /// Property violations, first first.
     pub violations: Vec<Violation>,
+    /// The clients as the run left them: their record of every logical
+    /// command they issued (what the liveness oracle reads besides the
+    /// trace). Public so tests can re-run the oracles over a doctored copy
+    /// with [`oracle::check_all`].
+    pub clients: Vec<Client>,
 }
 
 struct Sim {
@@ -138,6 +143,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         crash_point_crashes: s.cp_crashes,
         violations,
         trace: s.trace,
+        clients: s.clients,
     }
 }
 

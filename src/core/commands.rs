@@ -237,6 +237,36 @@ impl Host {
         self.intake(sid, c, sig, answer, settle)
     }
 
+    /// For `session/start` and `session/resume`: `None` once the session
+    /// is loaded here; otherwise the flow to return (park on a load in
+    /// progress or just requested, or the open's error already answered).
+    fn ensure_loaded(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        mode: OpenMode,
+        c: &CommandRequest,
+        io: Option<IoAnswer>,
+    ) -> Option<Flow> {
+        let park = |w: Wait| Some(Flow::Park(w, Parsed::Command(c.clone())));
+        match self.sessions.get(sid) {
+            Some(Slot::Loading) => park(Wait::Session(sid.to_string())),
+            Some(Slot::Loaded(l)) if l.unloading => park(Wait::Session(sid.to_string())),
+            Some(Slot::Loaded(_)) => None,
+            None => match io {
+                Some(IoAnswer::Open(r)) => {
+                    self.respond_err(conn, id, open_error(sid, r));
+                    Some(Flow::Done)
+                }
+                _ => {
+                    let w = self.request_open(sid, mode);
+                    park(w)
+                }
+            },
+        }
+    }
+
     // ----- session/start, session/resume -------------------------------
 
     fn session_start(
@@ -258,22 +288,8 @@ impl Host {
             .clone()
             .unwrap_or_else(|| derived_session_id(&c.command_id));
         let workspace_root = workspace_root.clone();
-        match self.sessions.get(&sid) {
-            Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
-            Some(Slot::Loaded(l)) if l.unloading => {
-                return Flow::Park(Wait::Session(sid), Parsed::Command(c))
-            }
-            Some(Slot::Loaded(_)) => {}
-            None => {
-                match io {
-                    Some(IoAnswer::Open(r)) => self.respond_err(conn, id, open_error(&sid, r)),
-                    _ => {
-                        let w = self.request_open(&sid, OpenMode::Create);
-                        return Flow::Park(w, Parsed::Command(c));
-                    }
-                }
-                return Flow::Done;
-            }
+        if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Create, &c, io) {
+            return flow;
         }
         let key = id_key(&c.command_id);
         let fresh = self.loaded(&sid).expect("loaded").s.record_count == 0;
@@ -340,22 +356,8 @@ impl Host {
         };
         let sid = session_id.clone();
         let cursor = cursor.clone();
-        match self.sessions.get(&sid) {
-            Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Command(c)),
-            Some(Slot::Loaded(l)) if l.unloading => {
-                return Flow::Park(Wait::Session(sid), Parsed::Command(c))
-            }
-            Some(Slot::Loaded(_)) => {}
-            None => {
-                match io {
-                    Some(IoAnswer::Open(r)) => self.respond_err(conn, id, open_error(&sid, r)),
-                    _ => {
-                        let w = self.request_open(&sid, OpenMode::Existing);
-                        return Flow::Park(w, Parsed::Command(c));
-                    }
-                }
-                return Flow::Done;
-            }
+        if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Existing, &c, io) {
+            return flow;
         }
         if self.loaded(&sid).expect("loaded").s.record_count == 0 {
             // An empty log: a start that never became durable.
@@ -509,16 +511,7 @@ impl Host {
             Command::TaskStopAll { .. } => {
                 let ack = json!({"commandId": c.command_id, "status": "accepted"});
                 self.respond(conn, id, &Answer::Result(ack.clone()), None);
-                let running: Vec<String> = self
-                    .loaded(sid)
-                    .expect("loaded")
-                    .s
-                    .tasks
-                    .iter()
-                    .filter(|(_, t)| t.running)
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for t in running {
+                for t in self.running_tasks(sid) {
                     self.stop_task(sid, &t, "cancelled");
                 }
                 self.lifetime_ledger.insert(key, (sig, Answer::Result(ack)));

@@ -649,11 +649,9 @@ impl Host {
         }
     }
 
-    /// Host shutdown: ends live work so that the log is left closed.
-    pub(crate) fn stop_everything(&mut self, sid: &str, terminal: &str, reason: Option<&str>) {
-        self.end_running_turn(sid, terminal, reason, None);
-        let tasks: Vec<String> = self
-            .loaded(sid)
+    /// Ids of the session's running background tasks.
+    pub(crate) fn running_tasks(&self, sid: &str) -> Vec<String> {
+        self.loaded(sid)
             .map(|l| {
                 l.s.tasks
                     .iter()
@@ -661,7 +659,13 @@ impl Host {
                     .map(|(k, _)| k.clone())
                     .collect()
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Host shutdown: ends live work so that the log is left closed.
+    pub(crate) fn stop_everything(&mut self, sid: &str, terminal: &str, reason: Option<&str>) {
+        self.end_running_turn(sid, terminal, reason, None);
+        let tasks = self.running_tasks(sid);
         for t in tasks {
             self.stop_task(sid, &t, "cancelled");
         }
@@ -730,16 +734,7 @@ impl Host {
             p.insert("reason".into(), json!("crash"));
             self.emit(sid, "turn/completed", p, ("run", &turn_id), None);
         }
-        let tasks: Vec<String> = self
-            .loaded(sid)
-            .map(|l| {
-                l.s.tasks
-                    .iter()
-                    .filter(|(_, t)| t.running)
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tasks = self.running_tasks(sid);
         for t in tasks {
             self.complete_item(sid, &t, "failed", Map::new(), None);
         }

@@ -19,6 +19,8 @@ use crate::world::{Decision, World};
 
 /// A request not answered after this long is sent again (same command id).
 pub const REQUEST_TIMEOUT_MS: u64 = 3_000;
+/// How often a healing client re-reads pending approvals.
+const LIST_PENDING_EVERY_MS: u64 = 2_000;
 /// An unanswered handshake after this long drops the link.
 pub const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
 
@@ -135,6 +137,8 @@ pub struct Client {
     in_use_count: u32,
     counter: u64,
     idle_until_ms: u64,
+    /// When this client last asked `approval/listPending` (healing phase).
+    last_list_ms: u64,
 }
 
 fn ms_of(v: &Value) -> i64 {
@@ -172,6 +176,7 @@ impl Client {
             in_use_count: 0,
             counter: 0,
             idle_until_ms: 0,
+            last_list_ms: 0,
         }
     }
 
@@ -413,9 +418,11 @@ impl Client {
         if ctx.healing || self.budget == 0 {
             if let Some(a) = self.approvals.iter().next().cloned() {
                 self.decide_approval(w, &a, out, true);
-            } else if ctx.healing && self.cmds.iter().any(|c| !c.done && !c.lost) {
-                // Something is still pending: ask the log which approvals
+            } else if ctx.healing && now >= self.last_list_ms + LIST_PENDING_EVERY_MS {
+                // A lost `approval/request` line would block a turn (and the
+                // queue behind it) forever: ask the log which approvals
                 // wait, as an SDK does after a gap.
+                self.last_list_ms = now;
                 let (_, line) =
                     self.frame("approval/listPending", json!({"sessionId": sid_of(self)}));
                 self.inflight.insert(self.next_rpc - 1, usize::MAX);

@@ -56,6 +56,9 @@ struct OutFrame {
     /// A view frame of this session incarnation (dropped with it when its
     /// storage fails: the subscription it belonged to is gone).
     view_of: Option<u64>,
+    /// The session and durable ordinal of a view event (for the per-
+    /// connection delivery mark).
+    event: Option<(String, u64)>,
 }
 
 /// What a parked request waits for.
@@ -103,6 +106,8 @@ struct Conn {
     parked: Option<Parked>,
     outq: VecDeque<OutFrame>,
     next_server_request_id: u64,
+    /// Highest durable ordinal sent per session.
+    delivered: BTreeMap<String, u64>,
 }
 
 /// The outcome of dispatching a request. (It lives for one call, so the
@@ -290,6 +295,7 @@ impl Host {
                 parked: None,
                 outq: VecDeque::new(),
                 next_server_request_id: 1,
+                delivered: BTreeMap::new(),
             },
         );
     }
@@ -424,6 +430,7 @@ impl Host {
                                     gate: None,
                                     response_to: None,
                                     view_of: None,
+                                    event: None,
                                 });
                             }
                         }
@@ -578,17 +585,20 @@ impl Host {
                 gate,
                 response_to,
                 view_of: None,
+                event: None,
             });
         }
     }
 
     /// Queues a view frame (event or server request) of a loaded session.
+    /// `event` is `(session, n)` for a durable event.
     pub(crate) fn enqueue_view(
         &mut self,
         conn: ConnId,
         line: Vec<u8>,
         gate: Option<Gate>,
         slot: u64,
+        event: Option<(String, u64)>,
     ) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.outq.push_back(OutFrame {
@@ -596,8 +606,18 @@ impl Host {
                 gate,
                 response_to: None,
                 view_of: Some(slot),
+                event,
             });
         }
+    }
+
+    /// The highest durable ordinal of `sid` actually sent on `conn` (by any
+    /// incarnation of the session): a new subscription never repeats it.
+    pub(crate) fn delivered_upto(&self, conn: ConnId, sid: &str) -> u64 {
+        self.conns
+            .get(&conn)
+            .and_then(|c| c.delivered.get(sid).copied())
+            .unwrap_or(0)
     }
 
     /// Queues a response.
@@ -691,6 +711,11 @@ impl Host {
                     .outq
                     .pop_front()
                     .expect("front present");
+                if let Some((sid, n)) = f.event {
+                    let c = self.conns.get_mut(&conn).expect("connection present");
+                    let d = c.delivered.entry(sid).or_default();
+                    *d = (*d).max(n);
+                }
                 gated_answer |= f.gate.is_some() && f.response_to.is_some();
                 sends.push(Output::Send { conn, line: f.line });
             }
@@ -743,6 +768,16 @@ impl Host {
             let gate = durable_at
                 .filter(|at| durable && *at > synced_bytes)
                 .map(|upto| Gate { slot, upto });
+            let event = match &frame {
+                Staged::Note {
+                    params,
+                    durable_at: Some(_),
+                    ..
+                } => params["viewCursor"]
+                    .as_str()
+                    .map(|c| (sid.to_string(), super::session::cursor_order(c).0)),
+                _ => None,
+            };
             for conn in &subscribers {
                 let line = match &frame {
                     Staged::Note {
@@ -759,7 +794,7 @@ impl Host {
                         envelope::server_request_line(id, method, params)
                     }
                 };
-                self.enqueue_view(*conn, line, gate, slot);
+                self.enqueue_view(*conn, line, gate, slot, event.clone());
             }
         }
         self.maybe_sync(sid);

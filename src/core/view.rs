@@ -173,9 +173,13 @@ impl Host {
         let after_n = if l.subscribers.contains(&conn) {
             l.s.head_n()
         } else {
-            l.s.parse_cursor(after).unwrap_or(l.s.head_n())
+            // Never repeat what this connection was already sent, even by
+            // an earlier incarnation of the session (storage failure, then
+            // a duplicated resume line).
+            let asked = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
+            asked.max(self.delivered_upto(conn, sid))
         };
-        let backlog: Vec<(Vec<u8>, u64)> =
+        let backlog: Vec<(Vec<u8>, u64, u64)> =
             l.s.events
                 .iter()
                 .filter(|e| e.n > after_n)
@@ -183,13 +187,14 @@ impl Host {
                     (
                         envelope::notification_line(&e.method, &e.params, e.emitted_at_ms),
                         e.durable_at,
+                        e.n,
                     )
                 })
                 .collect();
         let slot = l.slot;
-        for (line, at) in backlog {
+        for (line, at, n) in backlog {
             let gate = self.loaded(sid).and_then(|l| self.gate_at(l, at));
-            self.enqueue_view(conn, line, gate, slot);
+            self.enqueue_view(conn, line, gate, slot, Some((sid.to_string(), n)));
         }
         if let Some(l) = self.loaded_mut(sid) {
             l.subscribers.insert(conn);
@@ -210,7 +215,7 @@ impl Host {
         for params in pending {
             let id = self.next_server_request_id(conn);
             let line = envelope::server_request_line(id, "approval/request", &params);
-            self.enqueue_view(conn, line, gate, slot);
+            self.enqueue_view(conn, line, gate, slot, None);
         }
     }
 

@@ -70,6 +70,9 @@ pub struct Harness {
     pub sync_count: u64,
     /// When set, the next sync fails (an fsync error) instead of completing.
     pub fail_next_sync: bool,
+    /// When set, opens wait in `held_opens` until [`Harness::release_opens`].
+    pub hold_opens: bool,
+    held_opens: VecDeque<Output>,
 }
 
 impl Harness {
@@ -102,6 +105,16 @@ impl Harness {
             held_syncs: VecDeque::new(),
             sync_count: 0,
             fail_next_sync: false,
+            hold_opens: false,
+            held_opens: VecDeque::new(),
+        }
+    }
+
+    /// Carries out every held open, in order.
+    pub fn release_opens(&mut self) {
+        while let Some(o) = self.held_opens.pop_front() {
+            self.execute(o);
+            self.run();
         }
     }
 
@@ -256,6 +269,7 @@ impl Harness {
             Output::Close { conn } => {
                 self.open_conns.retain(|c| *c != conn);
             }
+            o @ Output::Open { .. } if self.hold_opens => self.held_opens.push_back(o),
             Output::Open {
                 session,
                 mode,

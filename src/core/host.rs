@@ -688,6 +688,19 @@ impl Host {
                 None => break,
             }
         }
+        if self.shutting_down {
+            // A session whose load completed after shutdown began (its
+            // open was in flight) is unloaded as soon as it is loaded.
+            let late: Vec<String> = self
+                .sessions
+                .iter()
+                .filter(|(_, slot)| matches!(slot, Slot::Loaded(l) if !l.unloading))
+                .map(|(sid, _)| sid.clone())
+                .collect();
+            for sid in late {
+                self.unload(&sid, "hostShutdown");
+            }
+        }
         let sids: Vec<String> = self.sessions.keys().cloned().collect();
         for sid in &sids {
             self.flush(sid);

@@ -1161,3 +1161,29 @@ fn unanswered_requests_are_bounded_per_connection() {
         "every request is answered once"
     );
 }
+
+#[test]
+fn shutdown_while_a_session_is_loading_still_unloads_it() {
+    let (mut h, c) = check(Durability::Durable);
+    // Hold the open: the start parks on it, then shutdown begins.
+    h.hold_opens = true;
+    h.send(c, &json!({"jsonrpc":"2.0","id":1,"method":"session/start","params":{"commandId": cid(1), "sessionId": SID}}));
+    h.shutdown();
+    assert!(!h.host().is_quiescent(), "the open is still in flight");
+    h.hold_opens = false;
+    h.release_opens();
+    let f = h.take(c);
+    assert_eq!(
+        response(&f, 1)["result"]["viewCursor"],
+        json!(format!("v:{SID}:0"))
+    );
+    let closed = f
+        .iter()
+        .find(|f| f["method"] == "session/closed")
+        .expect("session/closed");
+    assert_eq!(closed["params"]["reason"], json!("hostShutdown"));
+    assert!(
+        h.host().is_quiescent(),
+        "shutdown completes once the late load is unloaded"
+    );
+}

@@ -80,31 +80,15 @@ const USAGE: &str = "usage: msp conformance replay --transcript DIR [--transcrip
 /// The data directory of the replay host (`museHome`).
 pub const REPLAY_DATA_DIR: &str = "/msp-home";
 
-/// The methods PROTOCOL.md section 4 defines, plus the handshake: the
-/// client methods a transcript may use to be in scope.
-pub const PROTOCOL_CLIENT_METHODS: [&str; 20] = [
-    "initialize",
-    "initialized",
-    "session/start",
-    "session/resume",
-    "turn/start",
-    "turn/steer",
-    "turn/unqueue",
-    "turn/interrupt",
-    "turn/cancel",
-    "task/stop",
-    "task/stopAll",
-    "approval/decide",
-    "state/update",
-    "view/subscribe",
-    "view/unsubscribe",
-    "view/page",
-    "session/read",
-    "approval/listPending",
-    // Responses to server requests carry no method; listed for clarity.
-    "(response)",
-    "(not JSON)",
-];
+/// Whether a client line's method is one PROTOCOL.md defines (the
+/// handshake included), i.e. a transcript using only such lines is in
+/// scope. Responses to server requests and unparsable lines carry the
+/// pseudo-methods `(response)` and `(not JSON)`. The method list itself is
+/// [`crate::proto::params::is_known_method`]'s.
+pub fn is_protocol_client_method(method: &str) -> bool {
+    matches!(method, "initialized" | "(response)" | "(not JSON)")
+        || crate::proto::params::is_known_method(method)
+}
 
 /// The server notifications and requests PROTOCOL.md section 4.5 defines.
 pub const PROTOCOL_SERVER_METHODS: [&str; 12] = [
@@ -353,7 +337,7 @@ impl Transcript {
         for l in &self.lines {
             let m = l.method();
             let known = match l.dir {
-                Dir::Client => PROTOCOL_CLIENT_METHODS.contains(&m),
+                Dir::Client => is_protocol_client_method(m),
                 Dir::Server => m == "(response)" || PROTOCOL_SERVER_METHODS.contains(&m),
             };
             let who = if l.dir == Dir::Client {
@@ -1001,7 +985,7 @@ pub fn plan_history(t: &Transcript) -> Result<Option<HistoryPlan>, String> {
         return Ok(None);
     };
     let method = line.method();
-    if method == "session/start" || !PROTOCOL_CLIENT_METHODS.contains(&method) {
+    if method == "session/start" || !is_protocol_client_method(method) {
         // A method outside PROTOCOL.md is answered `methodNotFound` before
         // any session is looked at (error precedence, section 1).
         return Ok(None);

@@ -237,6 +237,24 @@ impl Harness {
         }
     }
 
+    /// Kills the host process only (kill -9): what it wrote stays in the
+    /// page cache, readable by the next incarnation but still not durable
+    /// (a later [`Harness::crash`] would erase it).
+    pub fn crash_process(&mut self) {
+        let volatile: Vec<(String, Vec<u8>)> = self
+            .disk
+            .files
+            .iter()
+            .map(|(s, f)| (s.clone(), f.volatile.clone()))
+            .collect();
+        self.crash();
+        for (s, v) in volatile {
+            if let Some(f) = self.disk.files.get_mut(&s) {
+                f.volatile = v;
+            }
+        }
+    }
+
     /// Starts a new host incarnation on the same disk.
     pub fn restart(&mut self) {
         self.crash();

@@ -1144,7 +1144,15 @@ impl Host {
         }
         let slot = self.next_slot;
         self.next_slot += 1;
-        self.synced.insert(slot, valid_len);
+        // Nothing read from the log is known to be durable: a process that
+        // died may have written it without an fsync (it sits in the page
+        // cache and a power loss would still erase it). Everything loaded
+        // waits behind a first sync of the whole log, like fresh records.
+        let synced_bytes = match self.cfg.durability {
+            Durability::Durable => 0,
+            Durability::Ephemeral => valid_len,
+        };
+        self.synced.insert(slot, synced_bytes);
         let needs_recovery = s.lifecycle_open;
         let fresh = s.record_count == 0;
         let run_started = s.running.clone();
@@ -1154,7 +1162,7 @@ impl Host {
                 s,
                 slot,
                 appended_bytes: valid_len,
-                synced_bytes: valid_len,
+                synced_bytes,
                 sync_in_flight: None,
                 unflushed: Vec::new(),
                 unflushed_intakes: 0,

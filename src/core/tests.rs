@@ -1187,3 +1187,46 @@ fn shutdown_while_a_session_is_loading_still_unloads_it() {
         "shutdown completes once the late load is unloaded"
     );
 }
+
+#[test]
+fn bytes_a_dead_process_left_unsynced_are_synced_before_any_answer_from_them() {
+    // A process crash leaves written bytes in the page cache: the next
+    // host reads them, but a power loss could still erase them. A replay
+    // answered from them before they are synced would be an ack nothing
+    // durable justifies.
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    h.hold_syncs = true;
+    let f = turn(&mut h, c, 2, 10, "hello", json!({}));
+    assert!(
+        f.iter().all(|f| f.get("id") != Some(&json!(2))),
+        "no ack before the intake is synced: {f:#?}"
+    );
+    h.crash_process();
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let syncs_before = h.sync_count;
+    // A replay of the start loads the session here; then a replay of the
+    // turn whose intake only the page cache holds.
+    let f = req(
+        &mut h,
+        c2,
+        5,
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": SID}),
+    );
+    assert!(
+        f.is_empty(),
+        "nothing is answered before the first sync: {f:#?}"
+    );
+    let f = turn(&mut h, c2, 6, 10, "hello", json!({}));
+    assert!(
+        f.is_empty(),
+        "the unsynced intake answers nothing yet: {f:#?}"
+    );
+    assert!(h.sync_count > syncs_before, "the loader asks for a sync");
+    h.release_syncs();
+    let f = h.take(c2);
+    assert!(response(&f, 5).get("result").is_some(), "{f:#?}");
+    assert_eq!(response(&f, 6)["result"]["turnId"], json!(cid(10)));
+}

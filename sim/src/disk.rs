@@ -3,13 +3,18 @@
 //! Fault model:
 //! - each session log is one file of bytes; bytes past `durable_len` are
 //!   volatile (page cache) until an fsync covers them;
-//! - a crash of the writing host drops the volatile bytes, except that with
-//!   the `tear` fault it keeps a prefix that ends inside the last write
-//!   (earlier unsynced writes survive whole, the last one partly);
+//! - a process crash changes nothing here: what the process wrote stays in
+//!   the page cache, and the next opener reads it (not yet durable);
+//! - a machine crash (power loss) drops every file's volatile bytes, except
+//!   that with the `tear` fault it keeps a prefix that ends inside the
+//!   file's last write (earlier unsynced writes survive whole, the last one
+//!   partly);
 //! - `fsync-fail`: the sync fails and the unsynced bytes are lost (the
 //!   kernel dropped the dirty pages); the host is told so;
 //! - `disk-full`: during a window, appends fail;
-//! - opening a log fsyncs it first, so what a loader reads is durable;
+//! - opening a log does not fsync it; a new log's directory entry is made
+//!   durable when it is created (the io layer fsyncs the directory then);
+//!   a truncation is followed by an fsync (as in `io::storage`);
 //! - leases are advisory locks by host process: granted when free, freed
 //!   on release and when the holding process dies. The disk does not stop
 //!   a host that writes without the lease (flock is advisory), so a core
@@ -65,7 +70,7 @@ impl Disk {
         held
     }
 
-    /// A crash: every file with volatile bytes loses them, except a torn
+    /// A power loss: every file with volatile bytes loses them, except a torn
     /// prefix when `keep(file_len_volatile)` returns `Some(n)` bytes to keep.
     /// Returns `(session, kept_len, torn)` for every file that changed.
     pub fn crash_files(

@@ -5,12 +5,16 @@
 //!   a line (FIFO kept), `reorder` requests within a small window on one
 //!   connection, `cut` a connection (both directions), `reconnect` (a client
 //!   leaves and picks a possibly different host);
-//! - disk: bytes are volatile until fsync; a crash loses unsynced bytes and
-//!   may keep a torn prefix of the last write (`tear`); `fsync-fail` fails a
-//!   sync (its unsynced bytes are lost, the host must not ack what it
-//!   covered); `disk-full` fails appends during a window;
+//! - disk: bytes are volatile until fsync; `fsync-fail` fails a sync (its
+//!   unsynced bytes are lost, the host must not ack what it covered);
+//!   `disk-full` fails appends during a window; synced bytes never change
+//!   (except under the `bitrot` scenario's deliberate damage);
 //! - process: `crash` at any output step, `crash-point` crash at a named
-//!   crash point, `restart` from the same disk after a delay;
+//!   crash point, `restart` from the same disk after a delay. A crash is a
+//!   process crash (kill -9: bytes it wrote survive in the page cache) or,
+//!   with the `power` share, a machine crash (power loss: every host dies,
+//!   every unsynced byte on the disk is lost, and with `tear` the last
+//!   write of a file may survive as a prefix);
 //! - effects: a provider may lose its response (`effect-lost`).
 //!
 //! Swarm testing (Groce et al.): a fault that is off for a seed lets the
@@ -21,7 +25,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 13] = [
+pub const FAULT_NAMES: [&str; 14] = [
     "drop",
     "dup",
     "delay",
@@ -33,6 +37,7 @@ pub const FAULT_NAMES: [&str; 13] = [
     "disk-full",
     "crash",
     "crash-point",
+    "power-loss",
     "restart",
     "effect-lost",
 ];
@@ -64,6 +69,9 @@ pub struct FaultMix {
     pub crash_step_permille: u64,
     /// Crash at a named crash point.
     pub crash_point_permille: u64,
+    /// Share of crashes that are machine crashes (power loss) rather than
+    /// process crashes.
+    pub power_permille: u64,
     /// An effect response is lost.
     pub effect_lost_permille: u64,
 }
@@ -91,6 +99,7 @@ impl FaultMix {
             disk_full_permille: pick(200, &[5, 20]),
             crash_step_permille: pick(500, &[1, 3, 8]),
             crash_point_permille: pick(600, &[50, 150, 400]),
+            power_permille: pick(600, &[200, 500, 1000]),
             effect_lost_permille: pick(400, &[100, 300]),
         };
         m.delay_max_ms = if m.delay_permille > 0 {
@@ -111,6 +120,7 @@ impl FaultMix {
                 m.crash_step_permille = m.crash_step_permille.max(4);
                 m.crash_point_permille = m.crash_point_permille.max(250);
                 m.tear_permille = m.tear_permille.max(500);
+                m.power_permille = m.power_permille.max(300);
             }
             Scenario::LeaseHandover => {
                 m.reconnect_permille = m.reconnect_permille.max(60);
@@ -140,6 +150,7 @@ impl FaultMix {
             ("disk-full", self.disk_full_permille),
             ("crash", self.crash_step_permille),
             ("crash-point", self.crash_point_permille),
+            ("power", self.power_permille),
             ("effect-lost", self.effect_lost_permille),
         ];
         let on: Vec<String> = parts

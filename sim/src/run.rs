@@ -80,7 +80,6 @@ struct Sim {
     bugs: BugSet,
     idle_unload_ms: u64,
     disk: Disk,
-    last_writer: BTreeMap<String, usize>,
     hosts: Vec<HostProc>,
     links: BTreeMap<u64, Link>,
     next_link: u64,
@@ -115,7 +114,6 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         bugs: cfg.bug.map(BugSet::one).unwrap_or_default(),
         idle_unload_ms,
         disk: Disk::default(),
-        last_writer: BTreeMap::new(),
         hosts: (0..cfg.scenario.hosts_count())
             .map(|_| HostProc::new())
             .collect(),
@@ -662,44 +660,26 @@ impl Sim {
         self.arm_timer(h);
     }
 
+    /// A crash decided at a step or crash point of host `h`: a process
+    /// crash (kill -9: its written bytes survive in the page cache) or,
+    /// with the mix's `power` share, a machine crash (power loss: every
+    /// host on the disk dies and every unsynced byte is lost).
     fn crash(&mut self, h: usize, point: Option<&'static str>) {
+        if self.w.chance(Decision::Crash, self.mix.power_permille) {
+            self.count("power-loss");
+            self.power_loss(Some(h), point);
+        } else {
+            self.crash_process(h, point);
+        }
+    }
+
+    /// Kills one host process; what it wrote stays on the disk.
+    fn crash_process(&mut self, h: usize, point: Option<&'static str>) {
         let inc = self.hosts[h].inc;
         self.note(Actor::Host(h), What::HostCrash { inc, point });
         let links = self.hosts[h].kill();
         for l in links {
             self.sever(l, "host died", false);
-        }
-        if self.durability == Durability::Durable {
-            let written: Vec<String> = self
-                .last_writer
-                .iter()
-                .filter(|(_, w)| **w == h)
-                .map(|(s, _)| s.clone())
-                .collect();
-            let tear = self.mix.tear_permille;
-            let w = &mut self.w;
-            let mut tears = 0;
-            let changed = self.disk.crash_files(&written, |_, last_len| {
-                if last_len > 1 && w.chance(Decision::Disk, tear) {
-                    tears += 1;
-                    Some(w.range(Decision::Disk, 1, last_len as u64 - 1) as usize)
-                } else {
-                    None
-                }
-            });
-            for _ in 0..tears {
-                self.count("tear");
-            }
-            for (session, kept_bytes, torn) in changed {
-                self.note(
-                    Actor::Disk,
-                    What::CrashKeep {
-                        session,
-                        kept_bytes,
-                        torn,
-                    },
-                );
-            }
         }
         for session in self.disk.free_leases(h) {
             self.note(Actor::Host(h), What::LeaseRelease { inc, session });
@@ -707,6 +687,51 @@ impl Sim {
         self.hosts[h].restart_pending = true;
         let at = self.w.now_ms + self.w.range(Decision::Placement, 50, 1_500);
         self.w.schedule(at, Event::Restart(h));
+    }
+
+    /// The machine loses power: every live host dies (the one whose step
+    /// decided it first, at `point`), every file keeps only its synced
+    /// bytes plus, with the `tear` fault, a prefix of its last write.
+    fn power_loss(&mut self, first: Option<usize>, point: Option<&'static str>) {
+        self.note(Actor::World, What::PowerLoss);
+        let order: Vec<usize> = first
+            .into_iter()
+            .chain((0..self.hosts.len()).filter(|x| Some(*x) != first))
+            .collect();
+        for h in order {
+            if self.hosts[h].alive() {
+                let p = if Some(h) == first { point } else { None };
+                self.crash_process(h, p);
+            }
+        }
+        if self.durability != Durability::Durable {
+            return;
+        }
+        let sessions: Vec<String> = self.disk.files.keys().cloned().collect();
+        let tear = self.mix.tear_permille;
+        let w = &mut self.w;
+        let mut tears = 0;
+        let changed = self.disk.crash_files(&sessions, |_, last_len| {
+            if last_len > 1 && w.chance(Decision::Disk, tear) {
+                tears += 1;
+                Some(w.range(Decision::Disk, 1, last_len as u64 - 1) as usize)
+            } else {
+                None
+            }
+        });
+        for _ in 0..tears {
+            self.count("tear");
+        }
+        for (session, kept_bytes, torn) in changed {
+            self.note(
+                Actor::Disk,
+                What::CrashKeep {
+                    session,
+                    kept_bytes,
+                    torn,
+                },
+            );
+        }
     }
 
     fn exec(&mut self, h: usize, o: Output) {
@@ -764,10 +789,12 @@ impl Sim {
                         len_bytes,
                     },
                 );
+                // The io layer truncates then fsyncs (`io::storage`): the
+                // cut length is durable.
                 let f = self.disk.files.entry(session).or_default();
                 f.bytes.truncate(len_bytes as usize);
-                f.durable_len = f.durable_len.min(f.bytes.len());
-                f.last_write_at = f.last_write_at.min(f.bytes.len());
+                f.durable_len = f.bytes.len();
+                f.last_write_at = f.bytes.len();
             }
             Output::Append { session, bytes } => {
                 if now < self.disk.full_until_ms {
@@ -784,7 +811,6 @@ impl Sim {
                     }
                     return;
                 }
-                self.last_writer.insert(session.clone(), h);
                 let f = self.disk.files.entry(session.clone()).or_default();
                 f.last_write_at = f.bytes.len();
                 f.bytes.extend_from_slice(&bytes);
@@ -933,10 +959,11 @@ impl Sim {
                 session: session.to_string(),
             },
         );
+        // Opening does not fsync: what a loader reads may include bytes a
+        // dead process wrote and nobody synced (still in the page cache).
+        // A new log's directory entry is durable at once: the io layer
+        // fsyncs the directory when it creates one (`io::storage`).
         let f = self.disk.files.entry(session.to_string()).or_default();
-        // Opening fsyncs the log: what a loader reads is durable.
-        f.durable_len = f.bytes.len();
-        f.last_write_at = f.bytes.len();
         f.epoch += 1;
         OpenResult::Opened {
             log: f.bytes.clone(),

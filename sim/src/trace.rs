@@ -44,6 +44,8 @@ pub enum What {
     FaultMix(String),
     /// A host incarnation started (`inc` counts from 1 per host).
     HostStart { inc: u64, durable: bool },
+    /// The machine lost power: every host dies, unsynced bytes are lost.
+    PowerLoss,
     /// A host incarnation died; `point` names the crash point, if any.
     HostCrash {
         inc: u64,
@@ -204,6 +206,7 @@ impl fmt::Display for Entry {
                     if *durable { "durable" } else { "ephemeral" }
                 )
             }
+            What::PowerLoss => write!(f, "POWER LOSS: every host dies, unsynced bytes are lost"),
             What::HostCrash { inc, point } => match point {
                 Some(p) => write!(f, "CRASH incarnation {inc} at crash point {p}"),
                 None => write!(f, "CRASH incarnation {inc}"),

@@ -57,7 +57,7 @@ impl DiskModel {
             } => {
                 let f = self.files.entry(session.clone()).or_default();
                 f.bytes.truncate(*len_bytes as usize);
-                f.durable_len = f.durable_len.min(f.bytes.len());
+                f.durable_len = f.bytes.len();
                 Some(session.clone())
             }
             What::Synced {
@@ -86,11 +86,6 @@ impl DiskModel {
             } => {
                 let f = self.files.entry(session.clone()).or_default();
                 f.bytes.truncate(*kept_bytes as usize);
-                f.durable_len = f.bytes.len();
-                Some(session.clone())
-            }
-            What::LeaseGrant { session, .. } => {
-                let f = self.files.entry(session.clone()).or_default();
                 f.durable_len = f.bytes.len();
                 Some(session.clone())
             }

@@ -292,8 +292,24 @@ impl Host {
             return flow;
         }
         let key = id_key(&c.command_id);
-        let fresh = self.loaded(&sid).expect("loaded").s.record_count == 0;
-        if !fresh {
+        let (fresh, creator) = {
+            let s = &self.loaded(&sid).expect("loaded").s;
+            let same = id_key(&s.start_command_id) == key && s.workspace_root == workspace_root;
+            (s.record_count == 0, same)
+        };
+        // The session exists because this very command created it, but its
+        // intake did not survive (a power loss tore the log after the
+        // `created` record): the command is admitted now, as it would have
+        // been, never refused as a conflict with itself.
+        let lost_own_intake = !fresh
+            && creator
+            && !self
+                .loaded(&sid)
+                .expect("loaded")
+                .s
+                .ledger
+                .contains_key(&key);
+        if !fresh && !lost_own_intake {
             match self.ledger_check(&sid, &key, &sig) {
                 Ledger::Replay(answer, at) => {
                     let l = self.loaded(&sid).expect("loaded");
@@ -315,16 +331,18 @@ impl Host {
             return Flow::Done;
         }
         let now = self.now_ms;
-        self.commit(
-            &sid,
-            Record::Created {
-                session_id: sid.clone(),
-                created_at_ms: now,
-                workspace_root,
-                start_command_id: c.command_id.clone(),
-            },
-        );
-        self.commit(&sid, Record::Loaded { at_ms: now });
+        if fresh {
+            self.commit(
+                &sid,
+                Record::Created {
+                    session_id: sid.clone(),
+                    created_at_ms: now,
+                    workspace_root,
+                    start_command_id: c.command_id.clone(),
+                },
+            );
+            self.commit(&sid, Record::Loaded { at_ms: now });
+        }
         let session = self.session_json(&sid);
         let result = json!({"session": session, "viewCursor": format!("v:{sid}:0")});
         let at = self.ack(&sid, &c, sig, result.clone(), Some(Outcome::Applied));

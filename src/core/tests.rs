@@ -1230,3 +1230,28 @@ fn bytes_a_dead_process_left_unsynced_are_synced_before_any_answer_from_them() {
     assert!(response(&f, 5).get("result").is_some(), "{f:#?}");
     assert_eq!(response(&f, 6)["result"]["turnId"], json!(cid(10)));
 }
+
+#[test]
+fn a_start_whose_intake_was_torn_off_is_admitted_not_refused_as_its_own_conflict() {
+    // A power loss keeps the `created` and `loaded` records of a fresh
+    // session but tears off the start's intake: the replayed start is the
+    // session's creator, so it is admitted, never `session_id_conflict`.
+    let (mut h, c) = check(Durability::Durable);
+    h.hold_syncs = true;
+    let f = start(&mut h, c);
+    assert!(f.is_empty(), "nothing before the sync: {f:#?}");
+    let written = h.disk.files[SID].contents();
+    let frames = crate::log::scan(&written).frames;
+    assert!(frames.len() >= 3, "created, loaded, received...");
+    let keep = frames[1].end_offset() as usize;
+    h.crash_torn(keep);
+    h.hold_syncs = false;
+    let c = h.connect();
+    init(&mut h, c);
+    let f = start(&mut h, c);
+    let r = response(&f, 1);
+    assert_eq!(r["result"]["session"]["sessionId"], json!(SID), "{r:#}");
+    assert_eq!(r["result"]["viewCursor"], json!(format!("v:{SID}:0")));
+    let again = start(&mut h, c);
+    assert_eq!(response(&again, 1), r, "and it replays value-identically");
+}

@@ -413,6 +413,14 @@ impl Host {
             let slot = l.slot;
             let synced = l.synced_bytes;
             self.agent_forget(&l);
+            // View frames of this session already handed to the driver in
+            // this drain (the failure is reported while it carries out
+            // our outputs) go the way of the queued ones: like a crash, a
+            // dropped session says nothing more.
+            self.out.retain(|o| match o {
+                Output::Send { line, .. } => !envelope::is_view_frame_of(line, session),
+                _ => true,
+            });
             for c in self.conns.values_mut() {
                 let mut kept = VecDeque::new();
                 for f in c.outq.drain(..) {

@@ -153,6 +153,15 @@ pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
     line(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
 }
 
+/// Whether `line` is a notification or server request about session
+/// `sid` (its `params.sessionId`): a view frame the host may still drop.
+pub fn is_view_frame_of(line: &[u8], sid: &str) -> bool {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return false;
+    };
+    v.get("method").is_some() && v["params"]["sessionId"].as_str() == Some(sid)
+}
+
 fn line(v: &Value) -> Vec<u8> {
     let mut out = serde_json::to_vec(v).expect("a Value always serialises");
     debug_assert!(!out.contains(&b'\n'));

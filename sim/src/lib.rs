@@ -11,6 +11,7 @@
 pub mod client;
 pub mod disk;
 pub mod faults;
+pub mod model;
 pub mod net;
 pub mod oracle;
 pub mod process;

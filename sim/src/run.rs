@@ -208,14 +208,23 @@ impl Sim {
                     host,
                     incarnation,
                     token,
+                    key,
                     outcome,
                 } => {
-                    if self.hosts[host].inc == incarnation {
+                    if self.hosts[host].inc == incarnation && self.hosts[host].alive() {
                         let o = [
                             EffectOutcome::Committed,
                             EffectOutcome::NotStarted,
                             EffectOutcome::Unknown,
                         ][outcome as usize];
+                        self.note(
+                            Actor::Host(host),
+                            What::EffectDone {
+                                inc: incarnation,
+                                key,
+                                outcome: o.as_str(),
+                            },
+                        );
                         let now = self.w.now_ms;
                         if let Some(hst) = self.hosts[host].host.as_mut() {
                             hst.handle_effect_done(token, o, now);
@@ -857,6 +866,7 @@ impl Sim {
                 mode,
             } => {
                 let perform = mode == EffectMode::Perform;
+                let action_text = action.clone();
                 let (mutated, outcome) = match (provider.as_str(), perform) {
                     ("keyed", true) => {
                         let fresh = !self.disk.keyed.contains_key(&key);
@@ -891,7 +901,8 @@ impl Sim {
                     What::Effect {
                         inc,
                         provider,
-                        key,
+                        key: key.clone(),
+                        action: action_text,
                         perform,
                         mutated,
                         lost,
@@ -905,6 +916,7 @@ impl Sim {
                             host: h,
                             incarnation: inc,
                             token,
+                            key,
                             outcome,
                         },
                     );

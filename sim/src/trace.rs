@@ -115,9 +115,17 @@ pub enum What {
         inc: u64,
         provider: String,
         key: String,
+        action: String,
         perform: bool,
         mutated: bool,
         lost: bool,
+    },
+    /// A provider's answer reached the host (`committed`, `notStarted`,
+    /// `unknown`).
+    EffectDone {
+        inc: u64,
+        key: String,
+        outcome: &'static str,
     },
     /// A client-side note (a command given up, a session abandoned).
     Note(String),
@@ -195,7 +203,7 @@ impl fmt::Display for Entry {
             t % 1000,
             self.actor.to_string()
         )?;
-        let short = |s: &str| s.get(..8).unwrap_or(s).to_string();
+        let short = short_id;
         match &self.what {
             What::Phase(p) => write!(f, "== phase {p} =="),
             What::FaultMix(m) => write!(f, "fault mix: {m}"),
@@ -310,6 +318,11 @@ impl fmt::Display for Entry {
                     if *torn { " (torn)" } else { "" }
                 )
             }
+            What::EffectDone { inc, key, outcome } => write!(
+                f,
+                "(inc {inc}) effect answer for key {}: {outcome}",
+                key.rsplit(':').next().map(short).unwrap_or_default()
+            ),
             What::Effect {
                 inc,
                 provider,
@@ -317,6 +330,7 @@ impl fmt::Display for Entry {
                 perform,
                 mutated,
                 lost,
+                ..
             } => write!(
                 f,
                 "(inc {inc}) effect {} at {provider} key {}{}{}",
@@ -330,10 +344,17 @@ impl fmt::Display for Entry {
     }
 }
 
+/// A short, distinguishing form of an id: the last 8 characters of a
+/// UUID (its random tail; the leading 8 are the shared timestamp).
+pub fn short_id(s: &str) -> String {
+    let n = s.chars().count();
+    s.chars().skip(n.saturating_sub(8)).collect()
+}
+
 /// One short phrase per log record, for the timeline.
 pub fn record_summary(r: &msp::core::record::Record) -> String {
     use msp::core::record::{Outcome, Record};
-    let short = |s: &str| s.get(..8).unwrap_or(s).to_string();
+    let short = short_id;
     match r {
         Record::Created { .. } => "created".into(),
         Record::Loaded { .. } => "loaded".into(),

@@ -75,6 +75,8 @@ pub enum Event {
         incarnation: u64,
         /// The host's token.
         token: u64,
+        /// The effect key.
+        key: String,
         /// 0 committed, 1 not started, 2 unknown.
         outcome: u8,
     },

@@ -93,6 +93,7 @@ pub fn check_all(
     v.extend(log_integrity::check(trace, &h));
     v.extend(pending_visible::check(trace, &h));
     v.extend(liveness::check(trace, clients, scenario));
+    v.extend(crate::model::Model::check(trace, scenario).violations);
     v.sort_by_key(|x| x.at_index.unwrap_or(usize::MAX));
     v
 }

@@ -1,0 +1,272 @@
+//! The model's own reading of a session log: the frame layout of
+//! PROTOCOL's storage (magic `MSPL`, version 1, type, two reserved zero
+//! bytes, little-endian length, CRC32C over header bytes 4..12 and the
+//! payload) and the record payloads as JSON. Written apart from `src/log`
+//! and `src/core/record.rs`, so a mistake there is judged, not shared.
+//!
+//! A file here is the simulated disk as the trace reports it: bytes,
+//! the durable prefix, and which host incarnation appended which bytes.
+//! Records are handed to the model once, when they become durable.
+
+use serde_json::Value;
+
+const MAGIC: &[u8; 4] = b"MSPL";
+const HEADER_BYTES: usize = 16;
+const PAYLOAD_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// What the bytes at an offset are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// A whole valid frame ending at `end`, of record type `rtype`.
+    Valid {
+        /// End offset.
+        end: usize,
+        /// Record type byte.
+        rtype: u8,
+    },
+    /// A frame that may still be completed by more bytes.
+    Incomplete,
+    /// Not a frame.
+    Bad(&'static str),
+}
+
+/// Checks the frame starting at `at` in `b`.
+pub fn check(b: &[u8], at: usize) -> Check {
+    let rest = &b[at.min(b.len())..];
+    let prefix = rest.len().min(4);
+    if rest[..prefix] != MAGIC[..prefix] {
+        return Check::Bad("bad magic");
+    }
+    if rest.len() < HEADER_BYTES {
+        return Check::Incomplete;
+    }
+    if rest[4] != 1 {
+        return Check::Bad("bad version");
+    }
+    if rest[5] == 0 {
+        return Check::Bad("record type 0");
+    }
+    if rest[6] != 0 || rest[7] != 0 {
+        return Check::Bad("reserved bytes set");
+    }
+    let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+    if len > PAYLOAD_MAX_BYTES {
+        return Check::Bad("payload too long");
+    }
+    if rest.len() < HEADER_BYTES + len {
+        return Check::Incomplete;
+    }
+    let want = u32::from_le_bytes([rest[12], rest[13], rest[14], rest[15]]);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&rest[4..12]), &rest[16..16 + len]);
+    if crc != want {
+        return Check::Bad("CRC mismatch");
+    }
+    Check::Valid {
+        end: at + HEADER_BYTES + len,
+        rtype: rest[5],
+    }
+}
+
+/// The record tag each type byte must carry.
+fn tag_of(rtype: u8) -> Option<&'static str> {
+    Some(match rtype {
+        1 => "created",
+        2 => "loaded",
+        3 => "received",
+        4 => "settled",
+        5 => "event",
+        6 => "closed",
+        _ => return None,
+    })
+}
+
+/// How a buffer ends after its run of valid frames from 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Every byte is in a valid frame.
+    Clean,
+    /// Invalid bytes from `at` on, and no valid frame after them.
+    Torn {
+        /// Where the valid frames end.
+        at: usize,
+    },
+    /// Invalid bytes at `at` with a valid frame somewhere after them.
+    Corrupt {
+        /// Where the valid frames end.
+        at: usize,
+    },
+}
+
+/// Walks `b` from `from` (a frame boundary) and classifies how it ends.
+pub fn shape(b: &[u8], from: usize) -> Shape {
+    let mut at = from;
+    loop {
+        if at >= b.len() {
+            return Shape::Clean;
+        }
+        match check(b, at) {
+            Check::Valid { end, rtype } if decodes(b, at, end, rtype) => at = end,
+            _ => {
+                let later = (at + 1..b.len()).any(|i| {
+                    matches!(check(b, i), Check::Valid { end, rtype } if decodes(b, i, end, rtype))
+                });
+                return if later {
+                    Shape::Corrupt { at }
+                } else {
+                    Shape::Torn { at }
+                };
+            }
+        }
+    }
+}
+
+fn decodes(b: &[u8], at: usize, end: usize, rtype: u8) -> bool {
+    body(b, at, end, rtype).is_some()
+}
+
+/// The JSON body of a valid frame whose tag matches its type byte.
+fn body(b: &[u8], at: usize, end: usize, rtype: u8) -> Option<Value> {
+    let v: Value = serde_json::from_slice(&b[at + HEADER_BYTES..end]).ok()?;
+    (v["record"].as_str()? == tag_of(rtype)?).then_some(v)
+}
+
+/// One durable record handed to the model.
+#[derive(Debug, Clone)]
+pub struct Rec {
+    /// Start offset.
+    pub start: usize,
+    /// End offset.
+    pub end: usize,
+    /// The record, as JSON (`record` names its kind).
+    pub body: Value,
+    /// The host incarnation that appended it.
+    pub writer: (usize, u64),
+}
+
+/// One session log as the trace reports it.
+#[derive(Debug, Clone, Default)]
+pub struct LogFile {
+    /// Every byte any reader sees.
+    pub bytes: Vec<u8>,
+    /// Bytes `..durable_len` survive any crash.
+    pub durable_len: usize,
+    /// End of the last record handed to the model.
+    pub consumed: usize,
+    /// `(start offset, host, incarnation)` of each append, in file order.
+    writers: Vec<(usize, usize, u64)>,
+    /// Records of a damaged file are no longer handed out.
+    pub damaged: bool,
+}
+
+impl LogFile {
+    /// Appends bytes written by `writer`.
+    pub fn append(&mut self, bytes: &[u8], writer: (usize, u64)) {
+        self.writers.push((self.bytes.len(), writer.0, writer.1));
+        self.bytes.extend_from_slice(bytes);
+    }
+
+    /// Cuts the file to `len`; the cut length is durable (the io layer
+    /// fsyncs after truncating).
+    pub fn truncate(&mut self, len: usize) {
+        self.bytes.truncate(len);
+        self.writers.retain(|(s, ..)| *s < len);
+        self.durable_len = self.bytes.len();
+    }
+
+    /// A sync covered the file up to `upto`.
+    pub fn synced(&mut self, upto: usize) {
+        self.durable_len = self.durable_len.max(upto.min(self.bytes.len()));
+    }
+
+    /// The unsynced bytes beyond `kept` are gone (failed fsync, or a power
+    /// loss that kept `kept` bytes, a torn prefix included).
+    pub fn keep(&mut self, kept: usize, durable: bool) {
+        self.bytes.truncate(kept);
+        self.writers.retain(|(s, ..)| *s < kept);
+        if durable {
+            self.durable_len = self.bytes.len();
+        } else {
+            self.durable_len = self.durable_len.min(self.bytes.len());
+        }
+    }
+
+    fn writer_at(&self, offset: usize) -> (usize, u64) {
+        self.writers
+            .iter()
+            .rev()
+            .find(|(s, ..)| *s <= offset)
+            .map(|(_, h, i)| (*h, *i))
+            .unwrap_or((usize::MAX, 0))
+    }
+
+    /// Hands out the records that became durable since the last call, in
+    /// file order; stops at bytes that are not (yet) a durable valid frame.
+    pub fn take_durable(&mut self) -> Vec<Rec> {
+        let mut out = Vec::new();
+        if self.damaged {
+            return out;
+        }
+        let b = &self.bytes[..self.durable_len];
+        while self.consumed < b.len() {
+            let at = self.consumed;
+            let Check::Valid { end, rtype } = check(b, at) else {
+                break;
+            };
+            let Some(body) = body(b, at, end, rtype) else {
+                break;
+            };
+            out.push(Rec {
+                start: at,
+                end,
+                body,
+                writer: self.writer_at(at),
+            });
+            self.consumed = end;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(rtype: u8, payload: &[u8]) -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(MAGIC);
+        h.extend_from_slice(&[1, rtype, 0, 0]);
+        h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&h[4..12]), payload);
+        h.extend_from_slice(&crc.to_le_bytes());
+        h.extend_from_slice(payload);
+        h
+    }
+
+    #[test]
+    fn frames_agree_with_the_writer_and_damage_is_classified() {
+        let a = frame(2, br#"{"record":"loaded","atMs":1}"#);
+        let b = frame(6, br#"{"record":"closed","reason":"idle","atMs":2}"#);
+        let mut all = a.clone();
+        all.extend(&b);
+        assert_eq!(shape(&all, 0), Shape::Clean);
+        assert_eq!(shape(&all[..all.len() - 3], 0), Shape::Torn { at: a.len() });
+        let mut bad = all.clone();
+        bad[20] ^= 1;
+        assert_eq!(shape(&bad, 0), Shape::Corrupt { at: 0 });
+        // A record whose tag disagrees with its type byte is not a record.
+        let wrong = frame(6, br#"{"record":"loaded","atMs":1}"#);
+        assert_eq!(shape(&wrong, 0), Shape::Torn { at: 0 });
+        // The same layout as the host's writer.
+        let mine = msp::log::encode_frame(2, br#"{"record":"loaded","atMs":1}"#);
+        assert_eq!(mine, a);
+        let mut f = LogFile::default();
+        f.append(&all, (0, 1));
+        assert!(f.take_durable().is_empty(), "nothing durable yet");
+        f.synced(a.len() + 5);
+        let r = f.take_durable();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].body["record"], "loaded");
+        f.synced(all.len());
+        assert_eq!(f.take_durable().len(), 1);
+    }
+}

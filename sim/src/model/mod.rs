@@ -1,0 +1,1357 @@
+//! The reference model: an executable specification of the MSP command
+//! plane (PROTOCOL.md sections 3-5), written from the spec and not from
+//! `src/core` (it reads the wire through its own parser and the session
+//! log through its own frame reader). It consumes the observable history
+//! of a run, one trace entry at a time:
+//!
+//! - every line each client sent and every line each host received and
+//!   sent, on every link, delivered or not;
+//! - what each host appended, truncated and synced, what a crash kept;
+//! - every provider call and its answer; crashes, power losses, restarts.
+//!
+//! and decides whether that history is allowed. On a durable host the
+//! session log is the host's claim of what it decided, in order: every
+//! record is judged against the model's own state when it becomes durable
+//! (an intake's answer against the admission rules of PROTOCOL.md 4.1-4.3
+//! in the state just before it, an event against the turn, approval and
+//! revision rules, a settlement against 4.4). What the host sends is then
+//! judged against what is durable. On an ephemeral host, the events and
+//! answers it sends are the claims.
+//!
+//! Sections, one per part of the spec:
+//! - [`wire`]: frames and the payload signature (4.4);
+//! - [`logfile`]: the log's frames (storage, torn tails);
+//! - [`session`]: a session's state and the rules of 4.3 and 4.4;
+//! - [`agent`]: the scripted agent (section 5);
+//! - this module: links, answers and replays (3, 4.4), views and cursors
+//!   (4.2, 4.5), leases (4.1), effects (4.4, 5).
+//!
+//! Failures name the promise they break ([`crate::oracle::PROPERTIES`]).
+
+pub mod agent;
+pub mod logfile;
+pub mod report;
+pub mod session;
+pub mod wire;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+
+use crate::run::START_MS;
+use crate::trace::{Actor, Entry, Trace, What};
+use crate::workload::Scenario;
+use logfile::{LogFile, Shape};
+pub use report::Report;
+use session::{Expected, Origin, Sess, Settle, TurnSt};
+use wire::Frame;
+
+/// (host, incarnation, session, command id key).
+type EphKey = (usize, u64, String, String);
+
+/// A host process slot.
+#[derive(Debug, Clone, Default)]
+struct HostSt {
+    inc: u64,
+    alive: bool,
+    durable: bool,
+}
+
+/// A request a host received on a link, until answered.
+#[derive(Debug, Clone)]
+struct Req {
+    method: String,
+    params: Value,
+    cid: Option<String>,
+    sid: Option<String>,
+    sig: Option<String>,
+    /// Trace index of the host's receipt.
+    recv_at: usize,
+    /// Each distinct decision the spec allowed since receipt.
+    window: Vec<Expected>,
+    /// Lease holders of the session seen since receipt.
+    holders: BTreeSet<Option<(usize, u64)>>,
+    /// The session existed on disk at some point since receipt.
+    existed: bool,
+    /// The intake of its command was settled rejected/abandoned (durably)
+    /// already when it arrived.
+    terminal_at_recv: bool,
+    /// A storage failure of its session happened since receipt.
+    storage_failed: bool,
+}
+
+/// A link's view of one session.
+#[derive(Debug, Clone, Default)]
+struct Sub {
+    active: bool,
+    /// The next durable ordinal may be any of `lo..=hi`.
+    lo: u64,
+    hi: u64,
+    /// The last durable ordinal sent on this link (never repeated).
+    last: u64,
+    /// The last cursor (n, k) sent on this link, ephemeral ones included.
+    last_nk: (u64, u64),
+}
+
+/// A link between a client and a host incarnation.
+#[derive(Debug, Clone, Default)]
+struct LinkSt {
+    host: usize,
+    inc: u64,
+    reqs: BTreeMap<String, Req>,
+    subs: BTreeMap<String, Sub>,
+}
+
+/// What the trace says of one effect key.
+#[derive(Debug, Clone, Default)]
+struct EffectTruth {
+    performs: u32,
+    committed: bool,
+    /// Some call's answer was lost, or a call was in flight when its host
+    /// died: the host cannot know the outcome.
+    uncertain: bool,
+    /// Calls in flight: (host, inc).
+    inflight: Vec<(usize, u64)>,
+    /// Every host incarnation that called the provider for this key.
+    callers: Vec<(usize, u64)>,
+    /// The last definite answer delivered.
+    answered: Option<&'static str>,
+}
+
+/// One life of a session: a host incarnation holding its lease.
+#[derive(Debug, Clone)]
+struct Life {
+    /// Its records start at this file offset.
+    from: usize,
+    /// Its holder's predecessor died (or dropped the session): its first
+    /// records must be recovery.
+    recovery_due: bool,
+    /// Its first record was consumed.
+    begun: bool,
+}
+
+/// The decisions a command could get on one host since it first arrived.
+#[derive(Debug, Clone)]
+struct Adm {
+    sid: String,
+    cid: String,
+    method: String,
+    params: Value,
+    window: Vec<Expected>,
+}
+
+/// A carrier-less answer, per host incarnation.
+#[derive(Debug, Clone)]
+struct Lifetime {
+    sig: String,
+    answer: Result<Value, Value>,
+}
+
+/// The reference model of one run.
+#[derive(Debug, Default)]
+pub struct Model {
+    rep: Report,
+    durable_run: bool,
+    hosts: BTreeMap<usize, HostSt>,
+    links: BTreeMap<u64, LinkSt>,
+    files: BTreeMap<String, LogFile>,
+    sessions: BTreeMap<String, Sess>,
+    leases: BTreeMap<String, (usize, u64)>,
+    /// Sessions each host incarnation dropped (storage failure) or died
+    /// holding: recovery is due at their next load.
+    dead_holder: BTreeSet<String>,
+    /// The lives of each session (one per lease grant), in file order.
+    lives: BTreeMap<String, Vec<Life>>,
+    /// Payload signatures of every command request any host received,
+    /// by command id key.
+    recv_sigs: BTreeMap<String, BTreeSet<String>>,
+    /// Carrier-less answers by (host, inc, cid key).
+    lifetime: BTreeMap<(usize, u64, String), Lifetime>,
+    /// Ephemeral hosts' first recorded answers: (host, inc, sid, cid key).
+    eph_answers: BTreeMap<EphKey, (String, Result<Value, Value>)>,
+    effects: BTreeMap<String, EffectTruth>,
+    /// Admission windows: for each (host, incarnation, command id key,
+    /// signature), every decision the spec allowed since the first copy
+    /// reached that host (an earlier copy's answer may have gone to a link
+    /// that closed before the host wrote it).
+    adm: BTreeMap<(usize, u64, String, String), Adm>,
+    /// Ephemeral sessions by the host incarnation that holds them.
+    eph_owner: BTreeMap<String, (usize, u64)>,
+    /// Deliberately damaged sessions (bit rot): trace index of the damage.
+    rotten: BTreeMap<String, usize>,
+}
+
+fn host_of(e: &Entry) -> usize {
+    match e.actor {
+        Actor::Host(h) => h,
+        _ => usize::MAX,
+    }
+}
+
+fn sid_of(p: &Value) -> Option<String> {
+    p["sessionId"].as_str().map(|s| s.to_ascii_lowercase())
+}
+
+impl Model {
+    /// A model for a run of `scenario`.
+    pub fn new(scenario: Scenario) -> Model {
+        Model {
+            durable_run: scenario.durable(),
+            ..Model::default()
+        }
+    }
+
+    /// Judges a whole trace.
+    pub fn check(trace: &Trace, scenario: Scenario) -> Report {
+        let mut m = Model::new(scenario);
+        for (i, e) in trace.entries.iter().enumerate() {
+            m.observe(i, e);
+        }
+        m.finish()
+    }
+
+    /// Judges one more trace entry.
+    pub fn observe(&mut self, idx: usize, e: &Entry) {
+        self.rep.at = idx;
+        let h = host_of(e);
+        let now_ms = START_MS + e.at_ms;
+        match &e.what {
+            What::HostStart { inc, durable } => {
+                let st = self.hosts.entry(h).or_default();
+                st.inc = *inc;
+                st.alive = true;
+                st.durable = *durable;
+            }
+            What::HostCrash { inc, .. } => self.host_died(h, *inc),
+            What::Connect { link, host, inc } => {
+                self.links.insert(
+                    *link,
+                    LinkSt {
+                        host: *host,
+                        inc: *inc,
+                        ..LinkSt::default()
+                    },
+                );
+            }
+            What::HostRecv { inc, link, line } => self.host_recv(h, *inc, *link, line.as_bytes()),
+            What::HostSend { inc, link, line } => {
+                self.host_send(h, *inc, *link, line.as_bytes(), now_ms)
+            }
+            What::LeaseGrant { inc, session } => self.lease_grant(h, *inc, session),
+            What::LeaseRelease { inc, session } => self.lease_release(h, *inc, session),
+            What::Append {
+                inc,
+                session,
+                bytes,
+            } => self.append(h, *inc, session, bytes),
+            What::Truncate {
+                inc,
+                session,
+                len_bytes,
+            } => self.truncate(h, *inc, session, *len_bytes as usize),
+            What::Synced {
+                session,
+                upto_bytes,
+                ..
+            } => {
+                self.files
+                    .entry(session.clone())
+                    .or_default()
+                    .synced(*upto_bytes as usize);
+                self.consume(session);
+            }
+            What::SyncFailed {
+                session,
+                kept_bytes,
+                inc,
+            } => {
+                self.files
+                    .entry(session.clone())
+                    .or_default()
+                    .keep(*kept_bytes as usize, false);
+                self.storage_failed(h, *inc, session);
+            }
+            What::AppendFailed { inc, session } => self.storage_failed(h, *inc, session),
+            What::CrashKeep {
+                session,
+                kept_bytes,
+                ..
+            } => {
+                let f = self.files.entry(session.clone()).or_default();
+                if (*kept_bytes as usize) < f.consumed {
+                    self.rep.fail("log-integrity", &format!("lost {session}"), format!("session {session}: a power loss kept {kept_bytes} bytes, fewer than the {} bytes that were synced", f.consumed));
+                }
+                f.keep(*kept_bytes as usize, true);
+                self.consume(session);
+            }
+            What::Effect {
+                inc,
+                provider,
+                key,
+                action,
+                perform,
+                mutated,
+                lost,
+            } => self.effect_call(h, *inc, provider, key, action, *perform, *mutated, *lost),
+            What::EffectDone { key, outcome, inc } => {
+                let t = self.effects.entry(key.clone()).or_default();
+                if let Some(pos) = t.inflight.iter().position(|x| *x == (h, *inc)) {
+                    t.inflight.remove(pos);
+                }
+                if *outcome == "unknown" {
+                    t.uncertain = true;
+                } else {
+                    t.answered = Some(outcome);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends the run: what must have happened by now.
+    pub fn finish(mut self) -> Report {
+        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        for sid in sids {
+            if self.rotten.contains_key(&sid) {
+                continue;
+            }
+            let s = &self.sessions[&sid];
+            s.check_owed(&mut self.rep, true);
+        }
+        self.rep
+    }
+
+    // ----- hosts, leases ------------------------------------------------
+
+    fn host_died(&mut self, h: usize, inc: u64) {
+        if let Some(st) = self.hosts.get_mut(&h) {
+            st.alive = false;
+        }
+        let held: Vec<String> = self
+            .leases
+            .iter()
+            .filter(|(_, x)| **x == (h, inc))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for s in held {
+            self.dead_holder.insert(s.clone());
+            self.leases.remove(&s);
+        }
+        // A host that dies before recording an effect's outcome leaves
+        // its successor unable to know it (unless a keyed query tells).
+        for t in self.effects.values_mut() {
+            if t.callers.contains(&(h, inc)) {
+                t.uncertain = true;
+                t.inflight.retain(|x| *x != (h, inc));
+            }
+        }
+        // An ephemeral host takes its sessions with it.
+        let gone: Vec<String> = self
+            .eph_owner
+            .iter()
+            .filter(|(_, o)| **o == (h, inc))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for g in gone {
+            self.sessions.remove(&g);
+            self.eph_owner.remove(&g);
+        }
+        for l in self.links.values_mut() {
+            if l.host == h && l.inc == inc {
+                l.reqs.clear();
+                l.subs.clear();
+            }
+        }
+    }
+
+    fn lease_grant(&mut self, h: usize, inc: u64, sid: &str) {
+        if let Some(o) = self.leases.get(sid) {
+            if *o != (h, inc) {
+                self.rep.fail(
+                    "one-lease-holder",
+                    &format!("grant {sid}"),
+                    format!(
+                        "session {sid}: lease granted to host{h} while host{} holds it",
+                        o.0
+                    ),
+                );
+            }
+        }
+        self.leases.insert(sid.to_string(), (h, inc));
+        let len = self.files.get(sid).map_or(0, |f| f.bytes.len());
+        let recovery = self.dead_holder.remove(sid);
+        self.lives.entry(sid.to_string()).or_default().push(Life {
+            from: len,
+            recovery_due: recovery,
+            begun: false,
+        });
+        for l in self.links.values_mut() {
+            for r in l.reqs.values_mut() {
+                if r.sid.as_deref() == Some(sid) {
+                    r.holders.insert(Some((h, inc)));
+                }
+            }
+        }
+    }
+
+    fn lease_release(&mut self, h: usize, inc: u64, sid: &str) {
+        let alive = self.hosts.get(&h).is_some_and(|x| x.alive && x.inc == inc);
+        if alive && self.leases.get(sid) == Some(&(h, inc)) {
+            // An orderly release (unload): the life must be closed and
+            // durable first, unless the session was dropped (storage
+            // failure) or never loaded (a failed load).
+            let wrote = self
+                .lives
+                .get(sid)
+                .and_then(|l| l.last())
+                .zip(self.files.get(sid))
+                .is_some_and(|(life, f)| f.bytes.len() > life.from);
+            if wrote && !self.dead_holder.contains(sid) {
+                let f = &self.files[sid];
+                let closed = self.sessions.get(sid).is_some_and(|s| !s.open);
+                let all_durable = f.durable_len == f.bytes.len() && f.consumed == f.bytes.len();
+                self.rep.check(closed && all_durable, "lease-unload", &format!("release {sid} {}", f.bytes.len()), || {
+                    format!("session {sid}: host{h} released the lease before its closed record was durable ({} of {} bytes synced)", f.durable_len, f.bytes.len())
+                });
+            }
+        }
+        if self.leases.get(sid) == Some(&(h, inc)) {
+            self.leases.remove(sid);
+        }
+        for l in self.links.values_mut() {
+            for r in l.reqs.values_mut() {
+                if r.sid.as_deref() == Some(sid) {
+                    r.holders.insert(None);
+                }
+            }
+        }
+    }
+
+    fn storage_failed(&mut self, h: usize, inc: u64, sid: &str) {
+        self.dead_holder.insert(sid.to_string());
+        let prefix = format!("{sid}:");
+        for (k, t) in self.effects.iter_mut() {
+            if k.starts_with(&prefix) && t.callers.contains(&(h, inc)) {
+                t.uncertain = true;
+            }
+        }
+        self.consume(sid);
+        for l in self.links.values_mut() {
+            if l.host == h && l.inc == inc {
+                if let Some(sub) = l.subs.get_mut(sid) {
+                    sub.active = false;
+                }
+                for r in l.reqs.values_mut() {
+                    if r.sid.as_deref() == Some(sid) {
+                        r.storage_failed = true;
+                    }
+                }
+            }
+        }
+    }
+
+    // ----- the disk -----------------------------------------------------
+
+    fn append(&mut self, h: usize, inc: u64, sid: &str, bytes: &[u8]) {
+        if self.leases.get(sid) != Some(&(h, inc)) {
+            self.rep.fail(
+                "one-lease-holder",
+                &format!("write {sid} {h}.{inc}"),
+                format!("session {sid}: host{h} appended without holding the lease"),
+            );
+        }
+        let f = self.files.entry(sid.to_string()).or_default();
+        if !self.rotten.contains_key(sid) {
+            match logfile::shape(&f.bytes, f.consumed) {
+                Shape::Clean => {}
+                Shape::Torn { at } | Shape::Corrupt { at } => {
+                    self.rep.fail("log-integrity", &format!("append-after-damage {sid} {at}"), format!("session {sid}: host{h} appended after invalid bytes at offset {at} (a torn tail must be cut first)"));
+                }
+            }
+        }
+        f.append(bytes, (h, inc));
+    }
+
+    fn truncate(&mut self, h: usize, inc: u64, sid: &str, len: usize) {
+        if self.leases.get(sid) != Some(&(h, inc)) {
+            self.rep.fail(
+                "one-lease-holder",
+                &format!("trunc {sid} {h}.{inc}"),
+                format!("session {sid}: host{h} truncated without holding the lease"),
+            );
+        }
+        let f = self.files.entry(sid.to_string()).or_default();
+        if !self.rotten.contains_key(sid) {
+            let before = logfile::shape(&f.bytes[..len.min(f.bytes.len())], 0);
+            let after = logfile::shape(&f.bytes, 0);
+            let ok = before == Shape::Clean && after == Shape::Torn { at: len };
+            self.rep.check(ok, "log-integrity", &format!("trunc {sid} {len}"), || {
+                format!("session {sid}: host{h} cut the log to {len} bytes, which is not the end of its valid records before a torn tail ({after:?})")
+            });
+        }
+        f.truncate(len);
+        for life in self.lives.entry(sid.to_string()).or_default() {
+            life.from = life.from.min(len);
+        }
+        self.consume(sid);
+    }
+
+    /// Hands the newly durable records of `sid` to its session.
+    fn consume(&mut self, sid: &str) {
+        let Some(f) = self.files.get_mut(sid) else {
+            return;
+        };
+        let recs = f.take_durable();
+        if recs.is_empty() {
+            return;
+        }
+        let durable = true;
+        for r in recs {
+            let sess = self
+                .sessions
+                .entry(sid.to_string())
+                .or_insert_with(|| Sess::new(sid, durable));
+            // The first record of a life after a dead holder starts
+            // recovery (when the log's lifecycle was left open).
+            if let Some(life) = self
+                .lives
+                .get_mut(sid)
+                .and_then(|ls| ls.iter_mut().rev().find(|l| l.from <= r.start))
+            {
+                if !life.begun {
+                    life.begun = true;
+                    if life.recovery_due && sess.open {
+                        sess.begin_recovery();
+                    }
+                }
+            }
+            let b = &r.body;
+            let origin = Origin {
+                writer: r.writer,
+                at_ms: 0,
+            };
+            match b["record"].as_str().unwrap_or_default() {
+                "created" => {
+                    let ok = r.start == 0 && b["sessionId"] == json!(sid);
+                    self.rep
+                        .check(ok, "log-integrity", &format!("created {sid}"), || {
+                            format!(
+                                "session {sid}: created record {b} not first or of another session"
+                            )
+                        });
+                    sess.created = true;
+                    sess.start_cid = b["startCommandId"].as_str().map(str::to_string);
+                    sess.created_at_ms = b["createdAtMs"].as_u64();
+                }
+                "loaded" => {
+                    if !sess.recovering {
+                        sess.open = true;
+                    } else {
+                        sess.end_recovery(&mut self.rep);
+                        sess.open = true;
+                    }
+                }
+                "closed" => {
+                    let reason = b["reason"].as_str().unwrap_or_default().to_string();
+                    sess.close(&mut self.rep, &reason);
+                }
+                "received" => {
+                    sess.end_recovery(&mut self.rep);
+                    let cid = b["commandId"].as_str().unwrap_or_default().to_string();
+                    let method = b["method"].as_str().unwrap_or_default().to_string();
+                    let params = b["params"].clone();
+                    let answer = match (b["answer"].get("result"), b["answer"].get("error")) {
+                        (Some(v), _) => Ok(v.clone()),
+                        (_, Some(e)) => Err(e.clone()),
+                        _ => Err(Value::Null),
+                    };
+                    // The recorded payload must be one a request carried.
+                    let sig = wire::signature(&method, &params).unwrap_or_default();
+                    let carried = self
+                        .recv_sigs
+                        .get(&wire::key(&cid))
+                        .is_some_and(|s| s.contains(&sig));
+                    self.rep.check(carried, "payload-identity", &format!("recorded-payload {cid}"), || {
+                        format!("session {sid}: the intake of {method} {cid} records payload {params}, which no request with that id carried")
+                    });
+                    // Every earlier admission's promised effect was
+                    // recorded with it (or its intake settled abandoned).
+                    sess.check_owed(&mut self.rep, false);
+                    let decided = !matches!(method.as_str(), "session/start" | "session/resume");
+                    sess.admit(&mut self.rep, &cid, &method, &params, answer, decided);
+                }
+                "settled" => {
+                    let cid = b["commandId"].as_str().unwrap_or_default().to_string();
+                    let outcome = match b["outcome"].as_str() {
+                        Some("applied") => Settle::Applied,
+                        Some("rejected") => Settle::Rejected(b["error"].clone()),
+                        _ => Settle::Abandoned,
+                    };
+                    sess.settle(&mut self.rep, &cid, outcome);
+                }
+                "event" => {
+                    let n = b["n"].as_u64().unwrap_or(0);
+                    let method = b["method"].as_str().unwrap_or_default().to_string();
+                    let at_ms = b["emittedAtMs"].as_u64().unwrap_or(0);
+                    let p = b["params"].clone();
+                    let origin = Origin { at_ms, ..origin };
+                    sess.event(&mut self.rep, n, &method, &p, at_ms, origin);
+                    if method == "item/completed"
+                        && p["item"]["kind"] == "toolCall"
+                        && p["item"]["tool"] != "background"
+                    {
+                        let sess_id = sid.to_string();
+                        Self::judge_effect_item(
+                            &mut self.rep,
+                            &self.effects,
+                            &self.sessions[&sess_id],
+                            &p,
+                        );
+                    }
+                }
+                other => {
+                    self.rep.fail(
+                        "log-integrity",
+                        &format!("kind {sid} {other}"),
+                        format!("session {sid}: unknown record kind {other:?}"),
+                    );
+                }
+            }
+        }
+        self.refresh_windows(sid);
+    }
+
+    // ----- effects ------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn effect_call(
+        &mut self,
+        h: usize,
+        inc: u64,
+        provider: &str,
+        key: &str,
+        action: &str,
+        perform: bool,
+        mutated: bool,
+        lost: bool,
+    ) {
+        let (sid, approval) = key.split_once(':').unwrap_or((key, ""));
+        let durable = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if perform {
+            // The decision that allows it is durable, and approved.
+            let ap = self
+                .sessions
+                .get(sid)
+                .and_then(|s| s.approvals.get(approval))
+                .cloned();
+            let ok = match &ap {
+                Some(a) => {
+                    a.resolved
+                        .as_ref()
+                        .is_some_and(|r| r["decision"] == "approved")
+                        && a.effect
+                            .as_ref()
+                            .is_some_and(|(p, act)| p == provider && act == action)
+                }
+                None => false,
+            };
+            // An ephemeral host's decision may have reached no subscriber:
+            // only a durable one is judged here.
+            let ok = ok || !durable;
+            self.rep.check(ok, "effect-durability", &format!("perform {key}"), || {
+                format!("host{h} performed {action:?} at {provider} for {key} without a durable approval of exactly that ({ap:?})")
+            });
+            let t = self.effects.entry(key.to_string()).or_default();
+            t.performs += 1;
+            if provider == "unkeyed" {
+                self.rep.hit("4.4 unkeyed effect");
+                if t.performs > 1 {
+                    self.rep.fail("effect-durability", &format!("again {key}"), format!("host{h} performed {key} again at the unkeyed provider (it cannot deduplicate: the outcome must be reported unknown, never re-issued)"));
+                }
+            } else {
+                self.rep.hit("4.4 keyed effect");
+            }
+        }
+        let t = self.effects.entry(key.to_string()).or_default();
+        t.callers.push((h, inc));
+        if mutated {
+            t.committed = true;
+        }
+        if provider == "unkeyed" && perform {
+            t.committed = true;
+        }
+        if lost {
+            t.uncertain = true;
+        } else {
+            t.inflight.push((h, inc));
+        }
+    }
+
+    fn judge_effect_item(
+        rep: &mut Report,
+        effects: &BTreeMap<String, EffectTruth>,
+        s: &Sess,
+        p: &Value,
+    ) {
+        let item = &p["item"];
+        let item_id = item["itemId"].as_str().unwrap_or_default();
+        let Some(ap) = s.approvals.values().find(|a| a.item == item_id) else {
+            rep.fail(
+                "effect-durability",
+                &format!("tool-approval {item_id}"),
+                format!(
+                    "session {}: tool call {item_id} completed but had no approval",
+                    s.id
+                ),
+            );
+            return;
+        };
+        let approval = ap.params["approvalId"].as_str().unwrap_or_default();
+        let key = format!("{}:{approval}", s.id);
+        let truth = effects.get(&key).cloned().unwrap_or_default();
+        let outcome = item["effectOutcome"].as_str().unwrap_or_default();
+        let decision = ap
+            .resolved
+            .as_ref()
+            .map(|r| r["decision"].as_str().unwrap_or_default().to_string());
+        let ok = match (decision.as_deref(), outcome) {
+            (Some("approved"), "committed") => truth.committed,
+            (Some("approved"), "notStarted") => !truth.committed,
+            (Some("approved"), "unknown") => {
+                truth.uncertain || truth.performs == 0 || truth.answered.is_none()
+            }
+            (Some(_), "notStarted") | (None, "notStarted") => truth.performs == 0,
+            _ => false,
+        };
+        if outcome == "unknown" {
+            rep.hit("4.4 effect outcome unknown");
+        }
+        rep.check(ok, "effect-durability", &format!("outcome {key}"), || {
+            format!("session {}: tool call {item_id} reports effectOutcome {outcome:?} after decision {decision:?}, but the provider says {truth:?}", s.id)
+        });
+        if outcome == "committed" {
+            rep.check(
+                item["status"] == "completed",
+                "effect-durability",
+                &format!("status {key}"),
+                || {
+                    format!(
+                        "session {}: tool call {item_id} committed but its status is {}",
+                        s.id, item["status"]
+                    )
+                },
+            );
+        }
+    }
+
+    // ----- requests and answers ----------------------------------------
+
+    fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &[u8]) {
+        let Some(Frame::Request { id, method, params }) = wire::parse(line) else {
+            return;
+        };
+        let cid = params["commandId"].as_str().map(str::to_string);
+        let sig = if wire::is_command(&method) {
+            wire::signature(&method, &params)
+        } else {
+            None
+        };
+        if let (Some(c), Some(sg)) = (&cid, &sig) {
+            self.recv_sigs
+                .entry(wire::key(c))
+                .or_default()
+                .insert(sg.clone());
+        }
+        let sid = sid_of(&params);
+        let mut r = Req {
+            method: method.clone(),
+            params,
+            cid,
+            sid: sid.clone(),
+            sig,
+            recv_at: self.rep.at,
+            window: Vec::new(),
+            holders: BTreeSet::new(),
+            existed: false,
+            terminal_at_recv: false,
+            storage_failed: false,
+        };
+        if let Some(s) = &sid {
+            r.holders.insert(self.leases.get(s).copied());
+            r.existed = self.sessions.get(s).is_some_and(|x| x.created);
+            if let (Some(sess), Some(c)) = (self.sessions.get(s), &r.cid) {
+                r.window.push(sess.expected(c, &r.method, &r.params));
+                r.terminal_at_recv = sess.ledger.get(&wire::key(c)).is_some_and(|i| {
+                    matches!(
+                        i.settled,
+                        Some(Settle::Rejected(_)) | Some(Settle::Abandoned)
+                    )
+                });
+            }
+        }
+        if let (Some(c), Some(sg), Some(sd)) = (&r.cid, &r.sig, &r.sid) {
+            self.adm
+                .entry((h, inc, wire::key(c), sg.clone()))
+                .or_insert_with(|| Adm {
+                    sid: sd.clone(),
+                    cid: c.clone(),
+                    method: r.method.clone(),
+                    params: r.params.clone(),
+                    window: r.window.clone(),
+                });
+        }
+        if let Some(l) = self.links.get_mut(&link) {
+            l.reqs.insert(id.to_string(), r);
+        }
+    }
+
+    fn refresh_windows(&mut self, sid: &str) {
+        let Some(sess) = self.sessions.get(sid) else {
+            return;
+        };
+        for a in self.adm.values_mut().filter(|a| a.sid == sid) {
+            let e = sess.expected(&a.cid, &a.method, &a.params);
+            if a.window.last() != Some(&e) {
+                a.window.push(e);
+            }
+        }
+        for l in self.links.values_mut() {
+            for r in l.reqs.values_mut() {
+                if r.sid.as_deref() != Some(sid) {
+                    continue;
+                }
+                if sess.created {
+                    r.existed = true;
+                }
+                if let Some(c) = &r.cid {
+                    let e = sess.expected(c, &r.method, &r.params);
+                    if r.window.last() != Some(&e) {
+                        r.window.push(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &[u8], _now_ms: u64) {
+        let Some(frame) = wire::parse(line) else {
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("garbage {link}"),
+                format!("host{h} sent a line that is not a JSON-RPC frame on link{link}"),
+            );
+            return;
+        };
+        match frame {
+            Frame::Response { id, outcome } => {
+                let Some(req) = self
+                    .links
+                    .get_mut(&link)
+                    .and_then(|l| l.reqs.remove(&id.to_string()))
+                else {
+                    return;
+                };
+                self.answered(h, inc, link, req, outcome);
+            }
+            Frame::Notification {
+                method,
+                params,
+                emitted_ms,
+            } => self.notified(h, inc, link, &method, &params, emitted_ms),
+            Frame::Request { .. } => {}
+        }
+    }
+
+    fn answered(&mut self, h: usize, inc: u64, link: u64, req: Req, outcome: Result<Value, Value>) {
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        let method = req.method.clone();
+        if !wire::is_command(&method) {
+            self.read_answered(h, link, &req, &outcome);
+            return;
+        }
+        let Some(cid) = req.cid.clone() else { return };
+        let k = wire::key(&cid);
+        let mut sid = req.sid.clone();
+        if method == "session/start" && sid.is_none() {
+            sid = outcome.as_ref().ok().and_then(|r| sid_of(&r["session"]));
+        }
+        // Subscriptions begin with a start or resume answer.
+        if let (Ok(r), Some(s)) = (&outcome, &sid) {
+            let floor = match method.as_str() {
+                "session/start" => Some(0),
+                "session/resume" => {
+                    let c = if r["history"]["mode"] == "none" {
+                        req.params["cursor"].as_str()
+                    } else {
+                        r["viewCursor"].as_str()
+                    };
+                    c.and_then(|c| wire::cursor_of(s, c)).map(|x| x.0)
+                }
+                _ => None,
+            };
+            if let Some(f) = floor {
+                self.subscribe(link, s, f);
+            }
+        }
+        let recorded = wire::is_recorded(&outcome);
+        let reason = outcome
+            .as_ref()
+            .err()
+            .and_then(wire::rejection)
+            .map(str::to_string);
+        if reason.as_deref() == Some("command_id_conflict") {
+            self.rep.hit("3 reject command_id_conflict");
+            let other = self
+                .recv_sigs
+                .get(&k)
+                .is_some_and(|s| s.iter().any(|x| Some(x) != req.sig.as_ref()));
+            self.rep.check(other, "payload-identity", &format!("conflict {k} {}", self.rep.at), || {
+                format!("{method} {cid} answered command_id_conflict, but no other payload with that id ever reached a host")
+            });
+            return;
+        }
+        if reason.as_deref() == Some("session_id_conflict") {
+            self.rep.hit("3 reject session_id_conflict");
+            let ok = req.existed
+                && sid
+                    .as_ref()
+                    .and_then(|s| self.sessions.get(s))
+                    .is_none_or(|s| s.start_cid.as_deref().map(wire::key) != Some(k.clone()));
+            self.rep.check(ok, "admission-decision", &format!("sidconflict {k}"), || {
+                format!("session/start {cid} answered session_id_conflict, but its session did not exist under another start")
+            });
+            return;
+        }
+        let Some(sid) = sid else { return };
+        if !recorded {
+            self.judge_error(h, inc, &sid, &req, &outcome);
+            return;
+        }
+        if wire::CARRIERLESS_METHODS.contains(&method.as_str()) {
+            self.carrierless_answered(h, inc, &sid, &req, &cid, outcome);
+            return;
+        }
+        if durable_host {
+            let sess = self.sessions.get(&sid);
+            let intake = sess.and_then(|s| s.ledger.get(&k)).cloned();
+            let Some(i) = intake else {
+                self.rep.fail(
+                    "durable-dedupe",
+                    &format!("unsynced {k} {}", self.rep.at),
+                    format!("host{h} answered {method} {cid} before its intake record was synced"),
+                );
+                return;
+            };
+            if req.sig.as_deref() != Some(i.sig.as_str()) {
+                self.rep.fail("payload-identity", &format!("replayed-conflict {k}"), format!("{method} {cid} with another payload than its intake's got a recorded answer instead of command_id_conflict"));
+                return;
+            }
+            let fresh = i.at >= req.recv_at;
+            // A durable rejection is final at once; an ack holds until its
+            // intake settles otherwise (a failed launch, or abandoned).
+            let mut allowed: Vec<Value> = Vec::new();
+            if i.answer.is_err() || !req.terminal_at_recv {
+                allowed.push(answer_value(&i.answer));
+            }
+            if let (Some(Settle::Rejected(e)), true) = (&i.settled, i.answer.is_ok()) {
+                allowed.push(json!({"error": e}));
+            }
+            let got = answer_value(&outcome);
+            let abandoned = reason.as_deref() == Some("abandoned");
+            let ok = if abandoned {
+                let want_abandoned = matches!(i.settled, Some(Settle::Abandoned));
+                want_abandoned
+                    && outcome
+                        .as_ref()
+                        .err()
+                        .is_some_and(|e| e["data"]["commandId"] == json!(cid))
+            } else {
+                allowed.contains(&got)
+            };
+            let prop = if i.answer.is_err() {
+                "rejection-idempotency"
+            } else {
+                "value-identical-replays"
+            };
+            self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
+                format!("host{h} answered {method} {cid} with {got}; the ledger allows {allowed:?} (settled {:?})", i.settled)
+            });
+            if !fresh {
+                self.rep.hit(match (&i.settled, abandoned) {
+                    (_, true) => "4.4 replay of an abandoned command",
+                    (Some(Settle::Rejected(_)), _) => "4.4 replay of a rejected command",
+                    _ => "4.4 replay of an applied command",
+                });
+            }
+            match method.as_str() {
+                "session/start" => self.rep.hit(if fresh {
+                    "4.1 session/start fresh"
+                } else {
+                    "4.1 session/start replay"
+                }),
+                "session/resume" if !fresh => self.rep.hit("4.1 session/resume replay"),
+                "session/resume" => self.rep.hit(if req.params["cursor"].is_string() {
+                    "4.1 session/resume cursor suffix"
+                } else {
+                    "4.1 session/resume snapshot"
+                }),
+                _ => {}
+            }
+            if abandoned {
+                self.rep.hit("3 reject abandoned");
+            }
+            match reason.as_deref() {
+                Some("launch_failed") => self.rep.hit("3 reject launch_failed"),
+                Some("deferred_start_failed") => self.rep.hit("3 reject deferred_start_failed"),
+                _ => {}
+            }
+        } else {
+            // Ephemeral: the first recorded answer is the intake.
+            let ek = (h, inc, sid.clone(), k.clone());
+            match self.eph_answers.get(&ek).cloned() {
+                None => {
+                    let sig = req.sig.clone().unwrap_or_default();
+                    self.eph_answers.insert(ek, (sig, outcome.clone()));
+                    let eph_sid = sid.clone();
+                    self.eph_owner.entry(eph_sid.clone()).or_insert((h, inc));
+                    let sess = self
+                        .sessions
+                        .entry(eph_sid.clone())
+                        .or_insert_with(|| Sess::new(&eph_sid, false));
+                    if method == "session/start" {
+                        sess.created = true;
+                        sess.start_cid = Some(cid.clone());
+                    }
+                    let norm = wire::normalise(&method, &req.params).unwrap_or_default();
+                    let decided = false;
+                    sess.admit(
+                        &mut self.rep,
+                        &cid,
+                        &method,
+                        &norm,
+                        outcome.clone(),
+                        decided,
+                    );
+                    let window = self.adm_window(h, inc, &k, &req);
+                    let ok = window.is_empty()
+                        || window.iter().any(|e| expected_matches(e, &cid, &outcome));
+                    self.rep.check(ok, "admission-decision", &format!("eph {k}"), || {
+                        format!("{method} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted")
+                    });
+                }
+                Some((sig, first)) => {
+                    if req.sig.as_deref() != Some(sig.as_str()) {
+                        self.rep.fail("payload-identity", &format!("replayed-conflict {k}"), format!("{method} {cid} with another payload got a recorded answer instead of command_id_conflict"));
+                    } else {
+                        let launch_failed = self
+                            .sessions
+                            .get(&sid)
+                            .and_then(|s| s.turns.get(&cid))
+                            .is_some_and(|t| t.st == TurnSt::LaunchFailed);
+                        let ok = outcome == first
+                            || (launch_failed
+                                && matches!(
+                                    reason.as_deref(),
+                                    Some("launch_failed" | "deferred_start_failed")
+                                ));
+                        let prop = if first.is_err() {
+                            "rejection-idempotency"
+                        } else {
+                            "value-identical-replays"
+                        };
+                        self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
+                            format!("host{h} answered {method} {cid} with {outcome:?}, first {first:?}")
+                        });
+                        self.rep.hit("4.4 replay of an applied command");
+                    }
+                }
+            }
+        }
+    }
+
+    fn carrierless_answered(
+        &mut self,
+        h: usize,
+        inc: u64,
+        sid: &str,
+        req: &Req,
+        cid: &str,
+        outcome: Result<Value, Value>,
+    ) {
+        let k = wire::key(cid);
+        let lk = (h, inc, k.clone());
+        let sig = req.sig.clone().unwrap_or_default();
+        match self.lifetime.get(&lk).cloned() {
+            Some(first) => {
+                if first.sig != sig {
+                    self.rep.fail("payload-identity", &format!("cl-conflict {k}"), format!("{} {cid} with another payload got a recorded answer instead of command_id_conflict", req.method));
+                    return;
+                }
+                self.rep.check(first.answer == outcome, "value-identical-replays", &format!("cl {k} {}", self.rep.at), || {
+                    format!("host{h} answered carrier-less {} {cid} with {outcome:?}, earlier {:?} in the same host lifetime", req.method, first.answer)
+                });
+                self.rep.hit("4.4 carrier-less replay, same host");
+            }
+            None => {
+                let earlier = self
+                    .lifetime
+                    .keys()
+                    .any(|(hh, ii, kk)| *kk == k && (*hh, *ii) != (h, inc));
+                if earlier {
+                    self.rep.hit("4.4 carrier-less replay, after restart");
+                }
+                let durable_intake = self
+                    .sessions
+                    .get(sid)
+                    .and_then(|s| s.ledger.get(&k))
+                    .is_some();
+                self.rep.check(!durable_intake, "payload-identity", &format!("cl-durable {k}"), || {
+                    format!("carrier-less {} {cid} reuses the id of a durable intake and was not refused command_id_conflict", req.method)
+                });
+                let window = self.adm_window(h, inc, &k, req);
+                let ok =
+                    window.is_empty() || window.iter().any(|e| expected_matches(e, cid, &outcome));
+                let judged = self.sessions.contains_key(sid);
+                self.rep.check(!judged || ok, "admission-decision", &format!("cl-decide {k} {h}.{inc}"), || {
+                    format!("{} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted", req.method)
+                });
+                if let Ok(r) = &outcome {
+                    match req.method.as_str() {
+                        "turn/interrupt" => self.rep.hit("4.3 turn/interrupt accepted"),
+                        "turn/cancel" => self.rep.hit("4.3 turn/cancel accepted"),
+                        "task/stop" => self.rep.hit("4.1 task/stop accepted"),
+                        _ => self.rep.hit("4.1 task/stopAll"),
+                    }
+                    let _ = r;
+                }
+                if let Some(reason) = outcome.as_ref().err().and_then(wire::rejection) {
+                    match reason {
+                        "already_terminal" => self.rep.hit("3 reject already_terminal"),
+                        "missing_run" => self.rep.hit("3 reject missing_run"),
+                        "missing_task" => self.rep.hit("3 reject missing_task"),
+                        "not_running" => self.rep.hit("3 reject not_running"),
+                        _ => {}
+                    }
+                }
+                self.lifetime.insert(
+                    lk,
+                    Lifetime {
+                        sig,
+                        answer: outcome,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Every decision the spec allowed for a command on host `h` since its
+    /// first copy (with the same payload) arrived there.
+    fn adm_window(&self, h: usize, inc: u64, k: &str, req: &Req) -> Vec<Expected> {
+        let sig = req.sig.clone().unwrap_or_default();
+        self.adm
+            .get(&(h, inc, k.to_string(), sig))
+            .map(|a| a.window.clone())
+            .unwrap_or_else(|| req.window.clone())
+    }
+
+    /// A non-recorded error: only when its condition held while the
+    /// request was handled (PROTOCOL.md 1's precedence and section 3).
+    fn judge_error(
+        &mut self,
+        h: usize,
+        inc: u64,
+        sid: &str,
+        req: &Req,
+        outcome: &Result<Value, Value>,
+    ) {
+        let Err(e) = outcome else { return };
+        let code = e["code"].as_i64().unwrap_or(0);
+        let k = req.cid.clone().map(|c| wire::key(&c)).unwrap_or_default();
+        let me = Some((h, inc));
+        let ok = match code {
+            -32021 => req.holders.iter().any(|x| x.is_some() && *x != me),
+            -32024 => req.holders.iter().any(|x| *x != me),
+            -32020 => !req.existed || !self.durable_run,
+            -32053..=-32050 => req.window.contains(&Expected::Error(code)) || req.window.is_empty(),
+            -32603 => {
+                req.storage_failed
+                    || e["data"]["reason"] == "logCorrupt"
+                    || e["data"]["reason"] == "storageUnavailable"
+            }
+            _ => true,
+        };
+        self.rep.check(ok, "admission-decision", &format!("err {k} {}", self.rep.at), || {
+            format!("host{h} answered {} {} in session {sid} with error {e}, whose condition never held while it was handled (holders {:?}, existed {}, spec {:?})", req.method, k, req.holders, req.existed, req.window)
+        });
+    }
+
+    // ----- views --------------------------------------------------------
+
+    fn subscribe(&mut self, link: u64, sid: &str, floor: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let sub = l.subs.entry(sid.to_string()).or_default();
+        if sub.active {
+            return;
+        }
+        sub.active = true;
+        sub.lo = floor + 1;
+        sub.hi = floor.max(sub.last) + 1;
+    }
+
+    fn notified(
+        &mut self,
+        h: usize,
+        _inc: u64,
+        link: u64,
+        method: &str,
+        p: &Value,
+        emitted_ms: u64,
+    ) {
+        if method == "session/started" {
+            return;
+        }
+        let Some(sid) = sid_of(p) else { return };
+        if method == "session/closed" {
+            if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(&sid)) {
+                sub.active = false;
+            }
+            return;
+        }
+        let Some((n, k)) = p["viewCursor"]
+            .as_str()
+            .and_then(|c| wire::cursor_of(&sid, c))
+        else {
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("nocursor {link} {method}"),
+                format!("host{h} sent {method} without a cursor of session {sid}"),
+            );
+            return;
+        };
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let sub = l.subs.entry(sid.clone()).or_default();
+        if !sub.active {
+            self.rep.fail("view-cursor-order", &format!("unsub {link} {sid}"), format!("host{h} sent {method} #{n} of session {sid} on link{link}, which is not subscribed to it"));
+            return;
+        }
+        if (n, k) <= sub.last_nk {
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("order {link} {sid}"),
+                format!(
+                    "link{link}: {method} at cursor {n}.{k} of session {sid} after {:?}",
+                    sub.last_nk
+                ),
+            );
+            return;
+        }
+        sub.last_nk = (n, k);
+        if k > 0 {
+            return;
+        }
+        let ok = n >= sub.lo && n <= sub.hi;
+        let (lo, hi) = (sub.lo, sub.hi);
+        sub.last = n;
+        sub.lo = n + 1;
+        sub.hi = n + 1;
+        self.rep.check(ok, "view-cursor-order", &format!("gap {link} {sid}"), || {
+            format!("link{link}: durable event #{n} of session {sid} where #{lo}..=#{hi} was due (a gap or a repeat)")
+        });
+        if durable_host {
+            let known = self
+                .sessions
+                .get(&sid)
+                .and_then(|s| s.events.get(&n))
+                .cloned();
+            match known {
+                None => self.rep.fail(
+                    "cursor-uniqueness",
+                    &format!("unsynced {sid} {n}"),
+                    format!(
+                        "host{h} sent {method} #{n} of session {sid} before its record was synced"
+                    ),
+                ),
+                Some((m, q)) => {
+                    self.rep.check(m == method && q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
+                        format!("cursor #{n} of session {sid} names {m} {q} on disk but {method} {p} on link{link}")
+                    });
+                }
+            }
+        } else {
+            self.eph_owner.entry(sid.clone()).or_insert((h, _inc));
+            let sess = self
+                .sessions
+                .entry(sid.clone())
+                .or_insert_with(|| Sess::new(&sid, false));
+            match sess.events.get(&n).cloned() {
+                Some((m, q)) => {
+                    self.rep.check(m == method && q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
+                        format!("cursor #{n} of session {sid} named {m} {q} before, now {method} {p}")
+                    });
+                }
+                None => {
+                    sess.ahead
+                        .insert(n, (method.to_string(), p.clone(), emitted_ms));
+                    while let Some((m, q, t)) = sess.ahead.remove(&(sess.head + 1)) {
+                        let n2 = sess.head + 1;
+                        let origin = Origin {
+                            writer: (h, 0),
+                            at_ms: t,
+                        };
+                        sess.event(&mut self.rep, n2, &m, &q, t, origin);
+                    }
+                    self.refresh_windows(&sid);
+                }
+            }
+        }
+    }
+
+    fn read_answered(&mut self, h: usize, link: u64, req: &Req, outcome: &Result<Value, Value>) {
+        let _ = (h, link);
+        let Ok(r) = outcome else { return };
+        if req.method == "session/read" {
+            if !r["history"]["snapshot"]["state"]["pendingCommands"].is_null() {
+                self.rep.hit("4.4 pendingCommands read");
+            }
+            if let Some(list) = r["history"]["snapshot"]["state"]["pendingCommands"].as_array() {
+                for c in list {
+                    let m = c["method"].as_str().unwrap_or_default();
+                    self.rep.check(
+                        !wire::CARRIERLESS_METHODS.contains(&m),
+                        "pending-visible",
+                        &format!("cl-pending {}", c["commandId"]),
+                        || format!("pendingCommands lists carrier-less {m} {}", c["commandId"]),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `{"result": ..}` or `{"error": ..}`.
+fn answer_value(o: &Result<Value, Value>) -> Value {
+    match o {
+        Ok(r) => json!({"result": r}),
+        Err(e) => json!({"error": e}),
+    }
+}
+
+/// Whether an answer is what `e` prescribes.
+fn expected_matches(e: &Expected, cid: &str, outcome: &Result<Value, Value>) -> bool {
+    match (e, outcome) {
+        (Expected::Any, _) => true,
+        (Expected::Ack(want), Ok(got)) => want == got,
+        (Expected::Reject(reason, extra), Err(err)) => {
+            wire::rejection(err) == Some(*reason)
+                && err["data"]["commandId"] == json!(cid)
+                && extra.as_ref().is_none_or(|(k, v)| err["data"][k] == *v)
+        }
+        (Expected::Error(code), Err(err)) => err["code"] == json!(code),
+        _ => false,
+    }
+}

@@ -1,0 +1,116 @@
+//! What the model says: violations, named by the promise they break, and
+//! how often each rule of PROTOCOL.md was exercised (rule coverage).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::oracle::Violation;
+
+/// Violations and rule counts of one run.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    /// Violations, in trace order.
+    pub violations: Vec<Violation>,
+    /// One report per (property, subject): a broken rule is said once.
+    said: BTreeSet<(&'static str, String)>,
+    /// How often each rule was exercised.
+    pub rules: BTreeMap<&'static str, u64>,
+    /// The trace entry being judged.
+    pub at: usize,
+}
+
+impl Report {
+    /// Records a violation of `property` about `subject` (said once per
+    /// property and subject).
+    pub fn fail(&mut self, property: &'static str, subject: &str, detail: String) {
+        if self.said.insert((property, subject.to_string())) {
+            self.violations
+                .push(Violation::new(property, Some(self.at), detail));
+        }
+    }
+
+    /// Records a violation found at the end of the run.
+    pub fn fail_at_end(&mut self, property: &'static str, subject: &str, detail: String) {
+        if self.said.insert((property, subject.to_string())) {
+            self.violations.push(Violation::new(property, None, detail));
+        }
+    }
+
+    /// Checks `ok`, else records the violation.
+    pub fn check(
+        &mut self,
+        ok: bool,
+        property: &'static str,
+        subject: &str,
+        detail: impl FnOnce() -> String,
+    ) -> bool {
+        if !ok {
+            self.fail(property, subject, detail());
+        }
+        ok
+    }
+
+    /// Counts one exercise of `rule`.
+    pub fn hit(&mut self, rule: &'static str) {
+        *self.rules.entry(rule).or_insert(0) += 1;
+    }
+}
+
+/// The rules of PROTOCOL.md 4.1-4.4 whose exercise a sweep counts; a
+/// 100-seed `mixed` sweep must exercise each (else a coverage shortfall).
+pub const RULES: &[&str] = &[
+    // 4.1 commands
+    "4.1 session/start fresh",
+    "4.1 session/start replay",
+    "4.1 session/resume snapshot",
+    "4.1 session/resume cursor suffix",
+    "4.1 session/resume replay",
+    "4.1 state/update accepted",
+    "4.1 approval/decide accepted",
+    "4.1 task/stop accepted",
+    "4.1 task/stopAll",
+    "4.1 idle unload",
+    // 4.3 turns
+    "4.3 turn/start started",
+    "4.3 turn/start queued",
+    "4.3 turn/start steered",
+    "4.3 turn/start replace",
+    "4.3 turn/steer accepted",
+    "4.3 turn/unqueue accepted",
+    "4.3 turn/interrupt accepted",
+    "4.3 turn/cancel accepted",
+    "4.3 turn/completed completed",
+    "4.3 failed launch",
+    "4.3 queued launch",
+    // 3 rejection reasons
+    "3 reject command_id_conflict",
+    "3 reject abandoned",
+    "3 reject session_id_conflict",
+    "3 reject launch_failed",
+    "3 reject deferred_start_failed",
+    "3 reject already_launched",
+    "3 reject already_terminal",
+    "3 reject missing_run",
+    "3 reject missing_task",
+    "3 reject not_running",
+    "3 reject queue_full",
+    "3 reject stale_revision",
+    // 4.4 the ledger
+    "4.4 replay of an applied command",
+    "4.4 replay of a rejected command",
+    "4.4 replay of an abandoned command",
+    "4.4 replay after a restart",
+    "4.4 conflicting reuse, one param changed",
+    "4.4 same payload, other spelling",
+    "4.4 settled applied",
+    "4.4 settled rejected",
+    "4.4 settled abandoned",
+    "4.4 recovery ended a running turn",
+    "4.4 recovery kept a queued submit",
+    "4.4 carrier-less replay, same host",
+    "4.4 carrier-less replay, after restart",
+    "4.4 carrier-less replay, after reload",
+    "4.4 keyed effect",
+    "4.4 unkeyed effect",
+    "4.4 effect outcome unknown",
+    "4.4 pendingCommands read",
+];

@@ -1,0 +1,1497 @@
+//! One session as PROTOCOL.md says it must evolve: turns and their queue,
+//! approvals, tasks, items, revision and kv, and the ledger of intakes.
+//!
+//! The model learns what the host did from durable records (on a durable
+//! host) or from the events it sent (on an ephemeral one), and judges each
+//! step against the spec before applying it: an event the spec does not
+//! allow in the state the model holds is a violation, whatever the host's
+//! own log says. The state is the model's; the host's claims are evidence.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::agent::{self, Script};
+use super::report::Report;
+use super::wire;
+
+/// Where a turn is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TurnSt {
+    /// Admitted behind a busy session.
+    Queued,
+    /// Launched, not ended.
+    Running,
+    /// Ended with this terminal.
+    Ended(String),
+    /// Taken back from the queue before it ran.
+    Unqueued,
+    /// Its launch failed.
+    LaunchFailed,
+}
+
+/// A turn.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// The submitting command id.
+    pub cid: String,
+    /// Its input text.
+    pub text: String,
+    /// Its directives.
+    pub script: Script,
+    /// Status.
+    pub st: TurnSt,
+    /// `emittedAtMs` of its `turn/started`.
+    pub started_ms: Option<u64>,
+    /// Steered inputs, in order.
+    pub steers: Vec<String>,
+    /// Its non-steered userMessage was emitted.
+    pub user_message: bool,
+    /// Its agent message completed.
+    pub message_done: bool,
+    /// Its toolCall item (effect or background task).
+    pub tool: Option<String>,
+    /// The writer (host, incarnation) that launched it.
+    pub launched_by: Option<(usize, u64)>,
+}
+
+/// An approval.
+#[derive(Debug, Clone)]
+pub struct Appr {
+    /// Its turn.
+    pub turn: String,
+    /// Its toolCall item.
+    pub item: String,
+    /// `approval/requested` params (`sessionId`, `viewCursor` included).
+    pub params: Value,
+    /// `None` while pending; else the resolved params.
+    pub resolved: Option<Value>,
+    /// The effect it gates: (provider, action).
+    pub effect: Option<(String, String)>,
+}
+
+/// A background task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskSt {
+    /// Running, due to complete at this host time.
+    Running {
+        /// Completion time (host clock ms).
+        due_ms: u64,
+    },
+    /// Ended with this status.
+    Ended(String),
+}
+
+/// How an intake settled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settle {
+    /// Took effect.
+    Applied,
+    /// Rejected with this error object.
+    Rejected(Value),
+    /// Its host died before it settled.
+    Abandoned,
+}
+
+/// What an accepted command promised that the stream must show.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Owed {
+    /// `turn/started` of this turn (or its launch failure).
+    Launch(String),
+    /// A steered userMessage into this turn.
+    Steer(String),
+    /// `turn/unqueued` of this turn.
+    Unqueue(String),
+    /// `approval/resolved` of this approval with this decision.
+    Resolve(String, String),
+    /// `state/updated` to this revision.
+    Update(u64),
+}
+
+/// One intake (the `received` half, and what became of it).
+#[derive(Debug, Clone)]
+pub struct Intake {
+    /// The command id as recorded.
+    pub cid: String,
+    /// The method.
+    pub method: String,
+    /// Params as recorded (normalised by the host).
+    pub params: Value,
+    /// The model's payload signature of `params`.
+    pub sig: String,
+    /// The recorded admission answer.
+    pub answer: Result<Value, Value>,
+    /// Its settlement, once recorded.
+    pub settled: Option<Settle>,
+    /// Its effect is in the stream.
+    pub effect: bool,
+    /// The effect its ack promised, until seen.
+    pub owed: Option<Owed>,
+    /// Intake order.
+    pub seq: u64,
+    /// The trace index at which the model consumed it.
+    pub at: usize,
+}
+
+/// Everything a read or snapshot shows, at one point of the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct View {
+    /// The durable head ordinal.
+    pub head: u64,
+    /// `activeTurn`.
+    pub active: Value,
+    /// `queuedTurns`.
+    pub queued: Value,
+    /// `pendingApprovals`.
+    pub pending_approvals: Value,
+    /// `items`.
+    pub items: Value,
+    /// `turnCount`.
+    pub turn_count: u64,
+    /// `revision`.
+    pub revision: u64,
+    /// `kv`.
+    pub kv: Value,
+    /// `pendingCommands`.
+    pub pending_commands: Value,
+}
+
+/// One session.
+#[derive(Debug, Clone, Default)]
+pub struct Sess {
+    /// The session id.
+    pub id: String,
+    /// On a durable host.
+    pub durable: bool,
+    /// Its `created` record (or first start answer) was seen.
+    pub created: bool,
+    /// The `session/start` that created it.
+    pub start_cid: Option<String>,
+    /// Turns by id.
+    pub turns: BTreeMap<String, Turn>,
+    /// The running turn.
+    pub running: Option<String>,
+    /// Queued turns, in intake order.
+    pub queue: Vec<String>,
+    /// Approvals by id.
+    pub approvals: BTreeMap<String, Appr>,
+    /// Background tasks by id.
+    pub tasks: BTreeMap<String, TaskSt>,
+    /// Items, latest revision, in order of first appearance.
+    pub items: Vec<Value>,
+    item_at: BTreeMap<String, usize>,
+    /// `state/update` revision.
+    pub revision: u64,
+    /// `state/update` kv.
+    pub kv: Map<String, Value>,
+    /// Turns started.
+    pub turn_count: u64,
+    /// The durable head ordinal.
+    pub head: u64,
+    /// Durable events by ordinal: (method, params).
+    pub events: BTreeMap<u64, (String, Value)>,
+    /// Intakes by command id key.
+    pub ledger: BTreeMap<String, Intake>,
+    next_seq: u64,
+    /// The last lifecycle record was `loaded` (a holder is live or died).
+    pub open: bool,
+    /// Recovery is running (records of a new life after a dead holder).
+    pub recovering: bool,
+    /// Ephemeral: events sent ahead of a gap, by ordinal.
+    pub ahead: BTreeMap<u64, (String, Value, u64)>,
+    /// Unsettled command ids at the last point a view was taken.
+    pub created_at_ms: Option<u64>,
+}
+
+/// Which writer appended a record and whether a new life starts there.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// (host, incarnation).
+    pub writer: (usize, u64),
+    /// The host time of the record, when known.
+    pub at_ms: u64,
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+/// The ack a turn/start should get, from the state at admission.
+pub fn turn_start_expect(
+    cid: &str,
+    if_busy: &str,
+    running: Option<&str>,
+    queued: usize,
+) -> Result<Value, &'static str> {
+    let busy = running.is_some() || queued > 0;
+    let ack = |turn: &str, started: bool, disp: &str| json!({"commandId": cid, "status": "accepted", "turnId": turn, "startedNewTurn": started, "disposition": disp});
+    if !busy || if_busy == "replace" {
+        return Ok(ack(cid, true, "started"));
+    }
+    if let (true, Some(r)) = (if_busy == "steer", running) {
+        return Ok(ack(r, false, "steered"));
+    }
+    if queued >= 16 {
+        return Err("queue_full");
+    }
+    Ok(ack(cid, false, "queued"))
+}
+
+/// The answer a turn-targeted command gets from its target's status:
+/// `Ok(())` when it may act, else the rejection reason.
+pub fn turn_target(st: Option<&TurnSt>, unqueue: bool) -> Result<(), &'static str> {
+    match (st, unqueue) {
+        (None, _) => Err("missing_run"),
+        (Some(TurnSt::Running), false) => Ok(()),
+        (Some(TurnSt::Running), true) => Err("already_launched"),
+        (Some(TurnSt::Queued), false) => Err("not_running"),
+        (Some(TurnSt::Queued), true) => Ok(()),
+        (Some(_), _) => Err("already_terminal"),
+    }
+}
+
+impl Sess {
+    /// A new session.
+    pub fn new(id: &str, durable: bool) -> Sess {
+        Sess {
+            id: id.to_string(),
+            durable,
+            ..Sess::default()
+        }
+    }
+
+    /// Busy: a turn runs or is queued.
+    pub fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+
+    /// The status of turn `t`.
+    pub fn turn_st(&self, t: &str) -> Option<&TurnSt> {
+        self.turns.get(t).map(|x| &x.st)
+    }
+
+    /// The cursor of ordinal `n`.
+    pub fn cursor(&self, n: u64) -> String {
+        format!("v:{}:{}", self.id, n)
+    }
+
+    /// Pending approvals, by the cursor of their request.
+    pub fn pending_approvals(&self) -> Vec<&Appr> {
+        let mut v: Vec<&Appr> = self
+            .approvals
+            .values()
+            .filter(|a| a.resolved.is_none())
+            .collect();
+        v.sort_by_key(|a| {
+            wire::cursor_of(
+                &self.id,
+                a.params["viewCursor"].as_str().unwrap_or_default(),
+            )
+        });
+        v
+    }
+
+    /// Unsettled intakes in intake order, as `pendingCommands` lists them.
+    pub fn pending_commands(&self) -> Value {
+        let mut v: Vec<&Intake> = self
+            .ledger
+            .values()
+            .filter(|i| i.settled.is_none())
+            .collect();
+        v.sort_by_key(|i| i.seq);
+        Value::Array(
+            v.iter()
+                .map(|i| json!({"commandId": i.cid, "method": i.method}))
+                .collect(),
+        )
+    }
+
+    fn turn_ref(&self, t: &str) -> Value {
+        json!({"turnId": t, "commandId": self.turns.get(t).map(|x| x.cid.clone()).unwrap_or_default()})
+    }
+
+    /// What a snapshot at this point shows.
+    pub fn view(&self) -> View {
+        View {
+            head: self.head,
+            active: self.running.as_deref().map_or(Value::Null, |t| self.turn_ref(t)),
+            queued: Value::Array(self.queue.iter().map(|t| self.turn_ref(t)).collect()),
+            pending_approvals: Value::Array(
+                self.pending_approvals()
+                    .iter()
+                    .map(|a| json!({"approvalId": a.params["approvalId"], "itemId": a.item, "viewCursor": a.params["viewCursor"]}))
+                    .collect(),
+            ),
+            items: Value::Array(self.items.clone()),
+            turn_count: self.turn_count,
+            revision: self.revision,
+            kv: Value::Object(self.kv.clone()),
+            pending_commands: self.pending_commands(),
+        }
+    }
+
+    fn upsert_item(&mut self, item: &Value) {
+        let id = s(&item["itemId"]);
+        match self.item_at.get(&id) {
+            Some(i) => self.items[*i] = item.clone(),
+            None => {
+                self.item_at.insert(id, self.items.len());
+                self.items.push(item.clone());
+            }
+        }
+    }
+
+    /// The item with this id, latest revision.
+    pub fn item(&self, id: &str) -> Option<&Value> {
+        self.item_at.get(id).map(|i| &self.items[*i])
+    }
+
+    fn intake_mut(&mut self, cid: &str) -> Option<&mut Intake> {
+        self.ledger.get_mut(&wire::key(cid))
+    }
+
+    /// Records that command `cid`'s promised effect `o` was seen.
+    fn pay(&mut self, cid: &str, o: &Owed) {
+        if let Some(i) = self.intake_mut(cid) {
+            i.effect = true;
+            if i.owed.as_ref() == Some(o) {
+                i.owed = None;
+            }
+        }
+    }
+
+    fn check_not_terminal(&self, rep: &mut Report, cid: &str, what: &str) {
+        if let Some(i) = self.ledger.get(&wire::key(cid)) {
+            match &i.settled {
+                Some(Settle::Abandoned) => rep.fail(
+                    "acked-effect",
+                    &format!("abandoned-effect {cid}"),
+                    format!(
+                        "{} {cid} was settled abandoned, yet {what} appears",
+                        i.method
+                    ),
+                ),
+                Some(Settle::Rejected(_))
+                    if i.method != "turn/start" || what != "its launch failure" =>
+                {
+                    rep.fail(
+                        "acked-effect",
+                        &format!("rejected-effect {cid}"),
+                        format!(
+                            "{} {cid} was settled rejected, yet {what} appears",
+                            i.method
+                        ),
+                    )
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // ----- the intake pair ------------------------------------------------
+
+    /// A `received` record (or, on an ephemeral host, the first recorded
+    /// answer): checks it against the state at admission, then records
+    /// the intake and what its ack promises.
+    pub fn admit(
+        &mut self,
+        rep: &mut Report,
+        cid: &str,
+        method: &str,
+        params: &Value,
+        answer: Result<Value, Value>,
+        decided: bool,
+    ) {
+        let k = wire::key(cid);
+        if self.ledger.contains_key(&k) {
+            rep.fail(
+                "durable-dedupe",
+                &format!("twice {k}"),
+                format!("{method} {cid} has a second intake in session {}: its first was not deduplicated", self.id),
+            );
+            return;
+        }
+        let sig = wire::signature(method, params).unwrap_or_default();
+        if decided {
+            self.judge_admission(rep, cid, method, params, &answer);
+        }
+        self.next_seq += 1;
+        let mut owed = None;
+        if let Ok(r) = &answer {
+            match method {
+                "turn/start" => {
+                    let t = s(&r["turnId"]);
+                    match r["disposition"].as_str() {
+                        Some("queued") => {
+                            self.queue.push(t.clone());
+                            self.new_turn(&t, cid, params, TurnSt::Queued);
+                            rep.hit("4.3 turn/start queued");
+                        }
+                        Some("steered") => owed = Some(Owed::Steer(t)),
+                        _ => {
+                            self.new_turn(&t, cid, params, TurnSt::Queued);
+                            owed = Some(Owed::Launch(t));
+                        }
+                    }
+                }
+                "turn/steer" => owed = Some(Owed::Steer(s(&r["turnId"]))),
+                "turn/unqueue" => owed = Some(Owed::Unqueue(s(&r["turnId"]))),
+                "approval/decide" => {
+                    let decision = if params["choiceId"] == "approve" {
+                        "approved"
+                    } else {
+                        "denied"
+                    };
+                    owed = Some(Owed::Resolve(
+                        s(&params["approvalId"]),
+                        decision.to_string(),
+                    ));
+                }
+                "state/update" => owed = Some(Owed::Update(r["revision"].as_u64().unwrap_or(0))),
+                _ => {}
+            }
+        }
+        self.ledger.insert(
+            k,
+            Intake {
+                cid: cid.to_string(),
+                method: method.to_string(),
+                params: params.clone(),
+                sig,
+                answer,
+                settled: None,
+                effect: false,
+                owed,
+                seq: self.next_seq,
+                at: rep.at,
+            },
+        );
+    }
+
+    fn new_turn(&mut self, t: &str, cid: &str, params: &Value, st: TurnSt) {
+        let text = agent::input_text(params);
+        self.turns.insert(
+            t.to_string(),
+            Turn {
+                cid: cid.to_string(),
+                script: agent::script(&text),
+                text,
+                st,
+                started_ms: None,
+                steers: Vec::new(),
+                user_message: false,
+                message_done: false,
+                tool: None,
+                launched_by: None,
+            },
+        );
+    }
+
+    /// The admission decision of PROTOCOL.md 4.1-4.3 for a command admitted
+    /// in the model's current state, compared with what was recorded.
+    fn judge_admission(
+        &self,
+        rep: &mut Report,
+        cid: &str,
+        method: &str,
+        p: &Value,
+        answer: &Result<Value, Value>,
+    ) {
+        let expected = self.expected(cid, method, p);
+        let subject = format!("admit {}", wire::key(cid));
+        match (expected, answer) {
+            (Expected::Ack(want), Ok(got)) => {
+                let got_cmp = strip_unknowable(method, got);
+                rep.check(got_cmp == want, "admission-decision", &subject, || {
+                    format!("{method} {cid}: in this state the ack must be {want}, the host recorded {got}")
+                });
+            }
+            (Expected::Reject(reason, extra), Err(e)) => {
+                let ok = wire::rejection(e) == Some(reason)
+                    && e["data"]["commandId"] == json!(cid)
+                    && extra.as_ref().is_none_or(|(k, v)| e["data"][k] == *v);
+                rep.check(ok, "admission-decision", &subject, || {
+                    format!("{method} {cid}: in this state the answer must be rejection {reason} {extra:?}, the host recorded {e}")
+                });
+            }
+            (Expected::Any, _) => {}
+            (want, got) => rep.fail(
+                "admission-decision",
+                &subject,
+                format!("{method} {cid}: in this state the answer must be {want:?}, the host recorded {got:?}"),
+            ),
+        }
+        if let Ok(r) = answer {
+            match r["disposition"].as_str() {
+                Some("started") if p["ifBusy"] == "replace" && self.busy() => {
+                    rep.hit("4.3 turn/start replace")
+                }
+                Some("started") => rep.hit("4.3 turn/start started"),
+                Some("steered") => rep.hit("4.3 turn/start steered"),
+                _ => {}
+            }
+            match method {
+                "turn/steer" => rep.hit("4.3 turn/steer accepted"),
+                "turn/unqueue" => rep.hit("4.3 turn/unqueue accepted"),
+                "state/update" => rep.hit("4.1 state/update accepted"),
+                "approval/decide" => rep.hit("4.1 approval/decide accepted"),
+                _ => {}
+            }
+        }
+        if let Err(e) = answer {
+            match wire::rejection(e) {
+                Some("already_launched") => rep.hit("3 reject already_launched"),
+                Some("already_terminal") => rep.hit("3 reject already_terminal"),
+                Some("missing_run") => rep.hit("3 reject missing_run"),
+                Some("missing_task") => rep.hit("3 reject missing_task"),
+                Some("not_running") => rep.hit("3 reject not_running"),
+                Some("queue_full") => rep.hit("3 reject queue_full"),
+                Some("stale_revision") => rep.hit("3 reject stale_revision"),
+                _ => {}
+            }
+        }
+    }
+
+    /// What PROTOCOL.md prescribes for a command admitted now.
+    pub fn expected(&self, cid: &str, method: &str, p: &Value) -> Expected {
+        match method {
+            "turn/start" => {
+                let if_busy = p["ifBusy"].as_str().unwrap_or("queue");
+                match turn_start_expect(cid, if_busy, self.running.as_deref(), self.queue.len()) {
+                    Ok(a) => Expected::Ack(a),
+                    Err(r) => Expected::Reject(r, None),
+                }
+            }
+            "turn/steer" | "turn/unqueue" | "turn/interrupt" | "turn/cancel" => {
+                let field = if method == "turn/steer" {
+                    "expectedTurnId"
+                } else {
+                    "turnId"
+                };
+                let t = match p[field].as_str() {
+                    Some(t) => t.to_string(),
+                    None => match &self.running {
+                        Some(r) => r.clone(),
+                        None => return Expected::Reject("missing_run", None),
+                    },
+                };
+                match turn_target(self.turn_st(&t), method == "turn/unqueue") {
+                    Ok(()) => {
+                        Expected::Ack(json!({"commandId": cid, "status": "accepted", "turnId": t}))
+                    }
+                    Err(r) => Expected::Reject(r, None),
+                }
+            }
+            "task/stop" => {
+                let t = s(&p["taskId"]);
+                match self.tasks.get(&t) {
+                    None => Expected::Reject("missing_task", None),
+                    Some(TaskSt::Ended(_)) => Expected::Reject("already_terminal", None),
+                    Some(TaskSt::Running { .. }) => {
+                        Expected::Ack(json!({"commandId": cid, "status": "accepted", "taskId": t}))
+                    }
+                }
+            }
+            "task/stopAll" => Expected::Ack(json!({"commandId": cid, "status": "accepted"})),
+            "state/update" => {
+                let e = p["expectedRevision"].as_u64();
+                if e == Some(self.revision) {
+                    Expected::Ack(
+                        json!({"commandId": cid, "status": "accepted", "revision": self.revision + 1}),
+                    )
+                } else {
+                    Expected::Reject(
+                        "stale_revision",
+                        Some(("currentRevision", json!(self.revision))),
+                    )
+                }
+            }
+            "approval/decide" => {
+                let a = s(&p["approvalId"]);
+                match self.approvals.get(&a) {
+                    Some(ap) if ap.resolved.is_none() => {
+                        let req = &p["requirementId"];
+                        if req["approvalId"] != json!(a) || req["sourceIndex"] != json!(0) {
+                            Expected::Error(-32053)
+                        } else if !matches!(p["choiceId"].as_str(), Some("approve" | "deny")) {
+                            Expected::Error(-32052)
+                        } else {
+                            Expected::Ack(
+                                json!({"commandId": cid, "status": "accepted", "approvalId": a, "terminal": true}),
+                            )
+                        }
+                    }
+                    Some(_) => Expected::Error(-32051),
+                    None => Expected::Error(-32050),
+                }
+            }
+            _ => Expected::Any,
+        }
+    }
+
+    /// A `settled` record.
+    pub fn settle(&mut self, rep: &mut Report, cid: &str, outcome: Settle) {
+        let k = wire::key(cid);
+        let recovering = self.recovering;
+        let Some(i) = self.ledger.get(&k).cloned() else {
+            rep.fail(
+                "intake-settled",
+                &format!("orphan {k}"),
+                format!("settled record of {cid}, which has no intake"),
+            );
+            return;
+        };
+        if i.settled.is_some() {
+            rep.fail(
+                "intake-settled",
+                &format!("twice {k}"),
+                format!("{} {cid} settled twice", i.method),
+            );
+            return;
+        }
+        let queued_turn = i.method == "turn/start"
+            && i.answer
+                .as_ref()
+                .is_ok_and(|r| r["disposition"] == "queued");
+        match &outcome {
+            Settle::Applied => {
+                rep.hit("4.4 settled applied");
+                let ok = match i.method.as_str() {
+                    "turn/start" => {
+                        i.effect
+                            || (queued_turn
+                                && matches!(self.turn_st(&i.cid), Some(TurnSt::Unqueued)))
+                    }
+                    // The rest settle with their ack; their effect is
+                    // recorded with the intake (checked by `check_owed`).
+                    _ => i.answer.is_ok(),
+                };
+                rep.check(ok, "intake-settled", &format!("applied {k}"), || {
+                    format!("{} {cid} settled applied, but its effect is not in the log before it (owed {:?})", i.method, i.owed)
+                });
+            }
+            Settle::Rejected(e) => {
+                rep.hit("4.4 settled rejected");
+                let launch = i.method == "turn/start"
+                    && matches!(self.turn_st(&i.cid), Some(TurnSt::LaunchFailed))
+                    && i.answer.is_ok();
+                let ok = match &i.answer {
+                    Err(a) => a == e,
+                    Ok(_) if launch => {
+                        let want = if queued_turn {
+                            "deferred_start_failed"
+                        } else {
+                            "launch_failed"
+                        };
+                        wire::rejection(e) == Some(want)
+                    }
+                    Ok(_) => false,
+                };
+                rep.check(ok, "intake-settled", &format!("rejected {k}"), || {
+                    format!("{} {cid} settled rejected {e}, which neither its admission nor a failed launch explains", i.method)
+                });
+            }
+            Settle::Abandoned => {
+                rep.hit("4.4 settled abandoned");
+                rep.check(recovering, "recovery", &format!("abandon-live {k}"), || {
+                    format!(
+                        "{} {cid} settled abandoned outside recovery (its host had not died)",
+                        i.method
+                    )
+                });
+                rep.check(!i.effect, "recovery", &format!("abandon-effect {k}"), || {
+                    format!("{} {cid} settled abandoned although its effect was recorded (must be applied)", i.method)
+                });
+                rep.check(!queued_turn, "recovery", &format!("abandon-queued {k}"), || {
+                    format!("queued turn/start {cid} settled abandoned: a queued submit stays queued and pending")
+                });
+            }
+        }
+        if let Some(x) = self.ledger.get_mut(&k) {
+            x.settled = Some(outcome);
+        }
+    }
+
+    // ----- lifecycle --------------------------------------------------------
+
+    /// A record of a new life after a dead holder: recovery starts.
+    pub fn begin_recovery(&mut self) {
+        self.recovering = true;
+    }
+
+    /// Recovery must be complete before the new life does anything else.
+    pub fn end_recovery(&mut self, rep: &mut Report) {
+        if !self.recovering {
+            return;
+        }
+        self.recovering = false;
+        let id = self.id.clone();
+        if let Some(t) = &self.running {
+            rep.fail("recovery", &format!("running {t}"), format!("session {id}: turn {t} was running when its host died and recovery did not end it"));
+        }
+        if let Some(a) = self.pending_approvals().first() {
+            let a = s(&a.params["approvalId"]);
+            rep.fail("recovery", &format!("approval {a}"), format!("session {id}: approval {a} was pending when its host died and recovery did not resolve it"));
+        }
+        if let Some((t, _)) = self
+            .tasks
+            .iter()
+            .find(|(_, st)| matches!(st, TaskSt::Running { .. }))
+        {
+            rep.fail("recovery", &format!("task {t}"), format!("session {id}: task {t} was running when its host died and recovery did not end it"));
+        }
+        let open: Vec<(String, String)> = self
+            .ledger
+            .values()
+            .filter(|i| i.settled.is_none())
+            .filter(|i| {
+                !(i.method == "turn/start"
+                    && matches!(self.turn_st(&i.cid), Some(TurnSt::Queued))
+                    && self.queue.contains(&i.cid))
+            })
+            .map(|i| (i.cid.clone(), i.method.clone()))
+            .collect();
+        for (cid, m) in open {
+            rep.fail("recovery", &format!("unsettled {cid}"), format!("session {id}: {m} {cid} was unsettled when its host died and recovery left it pending"));
+        }
+        for t in &self.queue {
+            rep.hit("4.4 recovery kept a queued submit");
+            let _ = t;
+        }
+    }
+
+    /// A `closed` record: the life ends; an idle unload happens only when
+    /// the session is idle (PROTOCOL.md 4.1), a shutdown only after every
+    /// live thing ended.
+    pub fn close(&mut self, rep: &mut Report, reason: &str) {
+        self.end_recovery(rep);
+        let id = self.id.clone();
+        let idle = self.running.is_none()
+            && self.queue.is_empty()
+            && self.pending_approvals().is_empty()
+            && !self
+                .tasks
+                .values()
+                .any(|t| matches!(t, TaskSt::Running { .. }));
+        rep.check(
+            idle,
+            "lease-unload",
+            &format!("close {id} {}", self.head),
+            || {
+                format!(
+                    "session {id} unloaded ({reason}) while not idle: running {:?}, queued {:?}",
+                    self.running, self.queue
+                )
+            },
+        );
+        if reason == "idle" {
+            rep.hit("4.1 idle unload");
+        }
+        self.open = false;
+    }
+
+    // ----- the stream ---------------------------------------------------------
+
+    /// Judges and applies durable event `n`.
+    pub fn event(
+        &mut self,
+        rep: &mut Report,
+        n: u64,
+        method: &str,
+        p: &Value,
+        at_ms: u64,
+        origin: Origin,
+    ) {
+        let id = self.id.clone();
+        if !rep.check(
+            n == self.head + 1,
+            "view-cursor-order",
+            &format!("dense {id} {n}"),
+            || {
+                format!(
+                    "session {id}: durable event #{n} follows #{} (ordinals are dense)",
+                    self.head
+                )
+            },
+        ) {
+            return;
+        }
+        rep.check(
+            p["viewCursor"] == json!(self.cursor(n)) && p["sessionId"] == json!(id),
+            "cursor-uniqueness",
+            &format!("names {id} {n}"),
+            || {
+                format!(
+                    "session {id}: durable event #{n} carries viewCursor {} / sessionId {}",
+                    p["viewCursor"], p["sessionId"]
+                )
+            },
+        );
+        self.head = n;
+        self.events.insert(n, (method.to_string(), p.clone()));
+        let recovery_event = self.recovering
+            && matches!(
+                method,
+                "turn/completed" | "approval/resolved" | "item/completed"
+            );
+        if self.recovering && !recovery_event {
+            self.end_recovery(rep);
+        }
+        match method {
+            "turn/started" => self.turn_started(rep, p, at_ms, origin),
+            "turn/completed" => self.turn_completed(rep, p, at_ms, origin),
+            "turn/unqueued" => self.turn_unqueued(rep, p),
+            "item/started" | "item/completed" => self.item_event(rep, method, p, at_ms),
+            "approval/requested" => self.approval_requested(rep, p),
+            "approval/resolved" => self.approval_resolved(rep, p),
+            "state/updated" => self.state_updated(rep, p),
+            other => rep.fail(
+                "turn-lifecycle",
+                &format!("method {other}"),
+                format!("session {id}: unexpected durable event {other}"),
+            ),
+        }
+    }
+
+    fn turn_started(&mut self, rep: &mut Report, p: &Value, at_ms: u64, origin: Origin) {
+        let id = self.id.clone();
+        let t = s(&p["turnId"]);
+        let c = s(&p["commandId"]);
+        rep.check(t == c, "turn-id-derivation", &format!("derive {t}"), || {
+            format!("session {id}: turn/started names turn {t} for command {c}; a launched turn's id is its command id")
+        });
+        let Some(turn) = self.turns.get(&t).cloned() else {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("unknown {t}"),
+                format!("session {id}: turn/started of {t}, which no admitted turn/start named"),
+            );
+            return;
+        };
+        rep.check(
+            turn.st == TurnSt::Queued,
+            "exactly-once-effect",
+            &format!("start {t}"),
+            || {
+                format!(
+                    "session {id}: turn {t} started again (it was {:?})",
+                    turn.st
+                )
+            },
+        );
+        if let Some(r) = &self.running {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("two {t}"),
+                format!("session {id}: turn {t} started while {r} was still running"),
+            );
+        }
+        if let Some(pos) = self.queue.iter().position(|q| *q == t) {
+            if pos > 0 {
+                rep.fail("turn-lifecycle", &format!("fifo {t}"), format!("session {id}: queued turn {t} launched ahead of {:?} (a submit never overtakes the queue)", &self.queue[..pos]));
+            }
+            self.queue.remove(pos);
+            rep.hit("4.3 queued launch");
+        }
+        rep.check(!turn.script.fail_launch, "scripted-agent", &format!("faillaunch {t}"), || {
+            format!("session {id}: turn {t} (`{}`) launched though its input asks for a failed launch", turn.text)
+        });
+        self.check_not_terminal(rep, &turn.cid, "its turn/started");
+        let x = self.turns.get_mut(&t).expect("turn");
+        x.st = TurnSt::Running;
+        x.started_ms = Some(at_ms);
+        x.launched_by = Some(origin.writer);
+        self.running = Some(t.clone());
+        self.turn_count += 1;
+        let cid = turn.cid.clone();
+        self.pay(&cid, &Owed::Launch(t));
+    }
+
+    fn turn_completed(&mut self, rep: &mut Report, p: &Value, at_ms: u64, origin: Origin) {
+        let id = self.id.clone();
+        let t = s(&p["turnId"]);
+        let terminal = s(&p["terminal"]);
+        let Some(turn) = self.turns.get(&t).cloned() else {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("unknown {t}"),
+                format!("session {id}: turn/completed of {t}, which no admitted turn/start named"),
+            );
+            return;
+        };
+        match turn.st {
+            TurnSt::Queued => {
+                // A failed launch: no turn/started, an error of kind
+                // launchError.
+                let ok = terminal == "failed"
+                    && p["error"]["kind"] == "launchError"
+                    && p["error"]["retryable"] == json!(true)
+                    && p["error"]["message"].is_string();
+                rep.check(ok, "turn-lifecycle", &format!("launchfail {t}"), || {
+                    format!("session {id}: turn {t} completed without starting, and not as a failed launch: {p}")
+                });
+                rep.check(turn.script.fail_launch, "scripted-agent", &format!("nolaunch {t}"), || {
+                    format!("session {id}: turn {t} (`{}`) failed its launch, which its input does not ask for", turn.text)
+                });
+                if let Some(r) = &self.running {
+                    rep.fail(
+                        "turn-lifecycle",
+                        &format!("launch-while {t}"),
+                        format!(
+                            "session {id}: turn {t} launched (and failed) while {r} was running"
+                        ),
+                    );
+                }
+                if let Some(pos) = self.queue.iter().position(|q| *q == t) {
+                    if pos > 0 {
+                        rep.fail(
+                            "turn-lifecycle",
+                            &format!("fifo {t}"),
+                            format!(
+                                "session {id}: queued turn {t} launched ahead of {:?}",
+                                &self.queue[..pos]
+                            ),
+                        );
+                    }
+                    self.queue.remove(pos);
+                }
+                rep.hit("4.3 failed launch");
+                self.check_not_terminal(rep, &turn.cid, "its launch failure");
+                self.turns.get_mut(&t).expect("turn").st = TurnSt::LaunchFailed;
+                let cid = turn.cid.clone();
+                self.pay(&cid, &Owed::Launch(t));
+            }
+            TurnSt::Running => {
+                rep.check(
+                    self.running.as_deref() == Some(t.as_str()),
+                    "turn-lifecycle",
+                    &format!("notrunning {t}"),
+                    || {
+                        format!(
+                            "session {id}: turn/completed of {t}, which is not the running turn"
+                        )
+                    },
+                );
+                let ok_terminal = matches!(terminal.as_str(), "completed" | "failed" | "cancelled");
+                rep.check(
+                    ok_terminal,
+                    "turn-lifecycle",
+                    &format!("terminal {t}"),
+                    || format!("session {id}: turn {t} ended with terminal {terminal:?}"),
+                );
+                if p["reason"] == "crash" {
+                    rep.check(self.recovering && terminal == "failed" && p.get("error").is_none(), "recovery", &format!("crash {t}"), || {
+                        format!("session {id}: turn {t} ended {p} outside recovery or not as failed/crash without error")
+                    });
+                    rep.hit("4.4 recovery ended a running turn");
+                } else if self.recovering {
+                    rep.fail(
+                        "recovery",
+                        &format!("crash-reason {t}"),
+                        format!("session {id}: recovery ended turn {t} with {p}, not failed/crash"),
+                    );
+                }
+                if terminal == "completed" {
+                    rep.hit("4.3 turn/completed completed");
+                    rep.check(
+                        turn.message_done,
+                        "scripted-agent",
+                        &format!("msg {t}"),
+                        || format!("session {id}: turn {t} completed without its agent message"),
+                    );
+                }
+                if let Some(a) = self.pending_approvals().iter().find(|a| a.turn == t) {
+                    rep.fail(
+                        "turn-lifecycle",
+                        &format!("appr-open {t}"),
+                        format!(
+                            "session {id}: turn {t} ended with approval {} still pending",
+                            a.params["approvalId"]
+                        ),
+                    );
+                }
+                if p.get("error").is_none()
+                    && p["reason"] != "crash"
+                    && p.get("durationMs").is_some()
+                    && turn.launched_by == Some(origin.writer)
+                {
+                    if let Some(st) = turn.started_ms {
+                        let want = at_ms.saturating_sub(st);
+                        rep.check(p["durationMs"] == json!(want), "scripted-agent", &format!("duration {t}"), || {
+                            format!("session {id}: turn {t} ran {want} ms but reports durationMs {}", p["durationMs"])
+                        });
+                    }
+                }
+                self.turns.get_mut(&t).expect("turn").st = TurnSt::Ended(terminal);
+                self.running = None;
+            }
+            _ => rep.fail(
+                "turn-lifecycle",
+                &format!("again {t}"),
+                format!(
+                    "session {id}: turn {t} completed again (it was {:?})",
+                    turn.st
+                ),
+            ),
+        }
+    }
+
+    fn turn_unqueued(&mut self, rep: &mut Report, p: &Value) {
+        let id = self.id.clone();
+        let t = s(&p["turnId"]);
+        let c = s(&p["commandId"]);
+        let Some(turn) = self.turns.get(&t).cloned() else {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("unknown {t}"),
+                format!("session {id}: turn/unqueued of {t}, which no admitted turn/start named"),
+            );
+            return;
+        };
+        rep.check(
+            turn.st == TurnSt::Queued && self.queue.contains(&t),
+            "turn-lifecycle",
+            &format!("unqueue {t}"),
+            || {
+                format!(
+                    "session {id}: turn/unqueued of {t}, which is {:?}, not queued",
+                    turn.st
+                )
+            },
+        );
+        rep.check(
+            wire::key(&c) == wire::key(&turn.cid),
+            "turn-lifecycle",
+            &format!("unqueue-cid {t}"),
+            || {
+                format!(
+                    "session {id}: turn/unqueued of {t} names command {c}, not its submit {}",
+                    turn.cid
+                )
+            },
+        );
+        let by_command = self
+            .ledger
+            .values()
+            .any(|i| i.owed == Some(Owed::Unqueue(t.clone())));
+        rep.check(
+            by_command,
+            "turn-lifecycle",
+            &format!("unqueue-why {t}"),
+            || format!("session {id}: turn {t} was unqueued without an accepted turn/unqueue"),
+        );
+        self.queue.retain(|q| *q != t);
+        self.turns.get_mut(&t).expect("turn").st = TurnSt::Unqueued;
+        let owers: Vec<String> = self
+            .ledger
+            .values()
+            .filter(|i| i.owed == Some(Owed::Unqueue(t.clone())))
+            .map(|i| i.cid.clone())
+            .collect();
+        for o in owers {
+            self.check_not_terminal(rep, &o, "its turn/unqueued");
+            self.pay(&o, &Owed::Unqueue(t.clone()));
+        }
+        if let Some(i) = self.intake_mut(&turn.cid) {
+            i.effect = true;
+        }
+    }
+
+    fn item_event(&mut self, rep: &mut Report, method: &str, p: &Value, at_ms: u64) {
+        let id = self.id.clone();
+        let item = &p["item"];
+        let item_id = s(&item["itemId"]);
+        let kind = s(&item["kind"]);
+        let t = s(&item["turnId"]);
+        let running = self.running.as_deref() == Some(t.as_str());
+        let prev = self.item(&item_id).cloned();
+        if let Some(pr) = &prev {
+            let grows = item["revision"].as_u64() > pr["revision"].as_u64();
+            rep.check(
+                grows && pr["status"] == "inProgress",
+                "turn-lifecycle",
+                &format!("item {item_id}"),
+                || {
+                    format!(
+                        "session {id}: item {item_id} updated from {} to {}",
+                        pr, item
+                    )
+                },
+            );
+        } else {
+            // An agent message streamed in deltas opened with an
+            // ephemeral revision 1; its durable completion is revision 2.
+            let streamed = kind == "agentMessage" && item["revision"] == json!(2);
+            rep.check(
+                item["revision"] == json!(1) || streamed,
+                "turn-lifecycle",
+                &format!("item-rev {item_id}"),
+                || {
+                    format!(
+                        "session {id}: new item {item_id} has revision {}",
+                        item["revision"]
+                    )
+                },
+            );
+        }
+        match (method, kind.as_str()) {
+            ("item/completed", "userMessage") => {
+                let c = s(&item["commandId"]);
+                let steered = item["steered"] == json!(true);
+                rep.check(running, "turn-lifecycle", &format!("um {item_id}"), || {
+                    format!("session {id}: userMessage of command {c} in turn {t}, which is not running")
+                });
+                if steered {
+                    let k = wire::key(&c);
+                    let owed = self.ledger.get(&k).and_then(|i| i.owed.clone());
+                    rep.check(owed == Some(Owed::Steer(t.clone())), "exactly-once-effect", &format!("steer {k}"), || {
+                        format!("session {id}: steered userMessage of command {c} into turn {t}, which no accepted steer owes (owed {owed:?})")
+                    });
+                    let text = self
+                        .ledger
+                        .get(&k)
+                        .map(|i| agent::input_text(&i.params))
+                        .unwrap_or_default();
+                    rep.check(item["text"] == json!(text), "turn-lifecycle", &format!("steer-text {k}"), || {
+                        format!("session {id}: steered userMessage text {} is not the command's input {text:?}", item["text"])
+                    });
+                    self.check_not_terminal(rep, &c, "its steered userMessage");
+                    if let Some(x) = self.turns.get_mut(&t) {
+                        x.steers.push(text);
+                    }
+                    self.pay(&c, &Owed::Steer(t.clone()));
+                } else {
+                    let turn = self.turns.get(&t).cloned();
+                    let ok = turn.as_ref().is_some_and(|x| {
+                        !x.user_message
+                            && wire::key(&x.cid) == wire::key(&c)
+                            && item["text"] == json!(x.text)
+                    });
+                    rep.check(ok, "exactly-once-effect", &format!("um-once {t}"), || {
+                        format!("session {id}: userMessage {item} does not open turn {t} once with its input")
+                    });
+                    if let Some(x) = self.turns.get_mut(&t) {
+                        x.user_message = true;
+                    }
+                }
+                rep.check(
+                    item["status"] == "completed" && item["revision"] == json!(1),
+                    "turn-lifecycle",
+                    &format!("um-shape {item_id}"),
+                    || format!("session {id}: userMessage item {item}"),
+                );
+            }
+            ("item/completed", "agentMessage") => {
+                let Some(turn) = self.turns.get(&t).cloned() else {
+                    rep.fail(
+                        "turn-lifecycle",
+                        &format!("am {item_id}"),
+                        format!("session {id}: agentMessage of unknown turn {t}"),
+                    );
+                    return;
+                };
+                rep.check(running && !turn.message_done, "turn-lifecycle", &format!("am-run {item_id}"), || {
+                    format!("session {id}: agentMessage of turn {t} which is not running or already has one")
+                });
+                let want = agent::message(&turn.text, &turn.steers);
+                let got = s(&item["text"]);
+                let ok = match item["status"].as_str() {
+                    Some("completed") => got == want,
+                    Some("cancelled" | "failed") => want.starts_with(&got),
+                    _ => false,
+                };
+                rep.check(ok, "scripted-agent", &format!("am-text {item_id}"), || {
+                    format!("session {id}: agent message of turn {t} is {got:?} ({}), the script says {want:?}", item["status"])
+                });
+                if item["status"] == "completed" {
+                    if let Some(st) = turn.started_ms {
+                        rep.check(at_ms >= st + turn.script.sleep_ms, "scripted-agent", &format!("am-sleep {item_id}"), || {
+                            format!("session {id}: turn {t} answered {} ms after launch, before its !sleep {}", at_ms - st, turn.script.sleep_ms)
+                        });
+                    }
+                }
+                if let Some(x) = self.turns.get_mut(&t) {
+                    x.message_done = true;
+                }
+            }
+            ("item/started", "toolCall") => {
+                let Some(turn) = self.turns.get(&t).cloned() else {
+                    rep.fail(
+                        "turn-lifecycle",
+                        &format!("tool {item_id}"),
+                        format!("session {id}: toolCall of unknown turn {t}"),
+                    );
+                    return;
+                };
+                let tool = s(&item["tool"]);
+                let want = match (&turn.script.effect, turn.script.task_ms) {
+                    (Some((prov, _)), _) => Some(prov.clone()),
+                    (None, Some(_)) => Some("background".to_string()),
+                    _ => None,
+                };
+                rep.check(running && turn.tool.is_none() && want.as_deref() == Some(tool.as_str()) && item["status"] == "inProgress", "scripted-agent", &format!("tool {item_id}"), || {
+                    format!("session {id}: toolCall {item} in turn {t} (`{}`), which its script does not call for now", turn.text)
+                });
+                if let Some((_, action)) = &turn.script.effect {
+                    rep.check(item["args"] == json!(action), "scripted-agent", &format!("tool-args {item_id}"), || {
+                        format!("session {id}: toolCall {item_id} args {} is not the script's action {action:?}", item["args"])
+                    });
+                }
+                if tool == "background" {
+                    let due = at_ms + turn.script.task_ms.unwrap_or(0);
+                    self.tasks
+                        .insert(item_id.clone(), TaskSt::Running { due_ms: due });
+                }
+                if let Some(x) = self.turns.get_mut(&t) {
+                    x.tool = Some(item_id.clone());
+                }
+            }
+            ("item/completed", "toolCall") => {
+                let Some(pr) = prev.clone() else {
+                    rep.fail(
+                        "turn-lifecycle",
+                        &format!("tool-end {item_id}"),
+                        format!("session {id}: toolCall {item_id} completed but never started"),
+                    );
+                    return;
+                };
+                let status = s(&item["status"]);
+                if pr["tool"] == "background" {
+                    let st = self.tasks.get(&item_id).cloned();
+                    let ok = match (&st, status.as_str()) {
+                        (Some(TaskSt::Running { due_ms }), "completed") => at_ms >= *due_ms,
+                        (Some(TaskSt::Running { .. }), "cancelled" | "failed") => true,
+                        _ => false,
+                    };
+                    rep.check(ok, "turn-lifecycle", &format!("task-end {item_id}"), || {
+                        format!(
+                            "session {id}: task {item_id} ended {status} at {at_ms} from {st:?}"
+                        )
+                    });
+                    if self.recovering {
+                        rep.check(status == "failed", "recovery", &format!("task-crash {item_id}"), || {
+                            format!("session {id}: recovery ended task {item_id} {status}, not failed")
+                        });
+                    }
+                    self.tasks.insert(item_id.clone(), TaskSt::Ended(status));
+                } else {
+                    // An effect's tool call: judged by the caller, which
+                    // knows the provider.
+                }
+            }
+            _ => rep.fail(
+                "turn-lifecycle",
+                &format!("item-kind {item_id}"),
+                format!("session {id}: unexpected durable {method} of a {kind} item"),
+            ),
+        }
+        self.upsert_item(item);
+    }
+
+    fn approval_requested(&mut self, rep: &mut Report, p: &Value) {
+        let id = self.id.clone();
+        let a = s(&p["approvalId"]);
+        let t = s(&p["turnId"]);
+        let turn = self.turns.get(&t).cloned();
+        let running = self.running.as_deref() == Some(t.as_str());
+        let Some(turn) = turn.filter(|_| running) else {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("appr {a}"),
+                format!("session {id}: approval {a} requested for turn {t}, which is not running"),
+            );
+            return;
+        };
+        let Some((prov, action)) = turn.script.effect.clone() else {
+            rep.fail(
+                "scripted-agent",
+                &format!("appr {a}"),
+                format!(
+                    "session {id}: approval {a} requested by turn {t}, whose script has no !effect"
+                ),
+            );
+            return;
+        };
+        let item = turn.tool.clone().unwrap_or_default();
+        let want = json!({
+            "approvalId": a, "turnId": t, "taskId": item, "itemId": item, "toolCallId": item,
+            "toolName": prov, "rawArgs": action,
+            "subject": {"kind": "tool", "toolName": prov},
+            "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
+            "availableChoices": [
+                {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
+                {"choiceId": "deny", "label": "Deny", "decision": "denied", "scope": "once"},
+            ],
+            "protectedWrite": false, "judgeEscalated": false,
+        });
+        let mut got = p.clone();
+        if let Some(o) = got.as_object_mut() {
+            for k in ["sessionId", "viewCursor", "sourceRange"] {
+                o.remove(k);
+            }
+        }
+        rep.check(
+            got == want,
+            "scripted-agent",
+            &format!("appr-shape {a}"),
+            || format!("session {id}: approval/requested {got} is not PROTOCOL.md 5's {want}"),
+        );
+        rep.check(
+            !self.approvals.contains_key(&a),
+            "exactly-once-effect",
+            &format!("appr-twice {a}"),
+            || format!("session {id}: approval {a} requested twice"),
+        );
+        self.approvals.insert(
+            a,
+            Appr {
+                turn: t,
+                item,
+                params: p.clone(),
+                resolved: None,
+                effect: Some((prov, action)),
+            },
+        );
+    }
+
+    fn approval_resolved(&mut self, rep: &mut Report, p: &Value) {
+        let id = self.id.clone();
+        let a = s(&p["approvalId"]);
+        let Some(ap) = self.approvals.get(&a).cloned() else {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("resolve {a}"),
+                format!("session {id}: approval/resolved of {a}, never requested"),
+            );
+            return;
+        };
+        if !rep.check(
+            ap.resolved.is_none(),
+            "exactly-once-effect",
+            &format!("resolve-twice {a}"),
+            || format!("session {id}: approval {a} resolved twice"),
+        ) {
+            return;
+        }
+        let decision = s(&p["decision"]);
+        rep.check(p["itemId"] == json!(ap.item) && p["turnId"] == json!(ap.turn) && p["stageEvidence"] == json!([]), "turn-lifecycle", &format!("resolve-shape {a}"), || {
+            format!("session {id}: approval/resolved {p} does not name its approval's item and turn")
+        });
+        match p.get("decidedByCommandId").and_then(Value::as_str) {
+            Some(c) => {
+                let k = wire::key(c);
+                let owed = self.ledger.get(&k).and_then(|i| i.owed.clone());
+                rep.check(owed == Some(Owed::Resolve(a.clone(), decision.clone())), "exactly-once-effect", &format!("decide {k}"), || {
+                    format!("session {id}: approval {a} resolved {decision} by command {c}, which owes {owed:?}")
+                });
+                let policy = if decision == "approved" {
+                    "allow"
+                } else {
+                    "deny"
+                };
+                rep.check(p["policyResult"] == policy && p["resolvedBy"] == "user", "turn-lifecycle", &format!("decide-shape {a}"), || {
+                    format!("session {id}: approval/resolved {p}: a user's {decision} has policyResult {policy}, resolvedBy user")
+                });
+                self.check_not_terminal(rep, c, "its approval/resolved");
+                self.pay(c, &Owed::Resolve(a.clone(), decision.clone()));
+            }
+            None => {
+                let turn_over =
+                    !matches!(self.turn_st(&ap.turn), Some(TurnSt::Running)) || self.recovering;
+                rep.check(decision == "abort" && p["policyResult"] == "deny", "turn-lifecycle", &format!("abort {a}"), || {
+                    format!("session {id}: approval {a} resolved {p} without a deciding command (only an abort may)")
+                });
+                let _ = turn_over;
+            }
+        }
+        if let Some(x) = self.approvals.get_mut(&a) {
+            x.resolved = Some(p.clone());
+        }
+    }
+
+    fn state_updated(&mut self, rep: &mut Report, p: &Value) {
+        let id = self.id.clone();
+        let r = p["revision"].as_u64().unwrap_or(0);
+        let c = s(&p["commandId"]);
+        rep.check(
+            r == self.revision + 1,
+            "exactly-once-effect",
+            &format!("rev {id} {r}"),
+            || {
+                format!(
+                    "session {id}: state/updated to revision {r} after revision {}",
+                    self.revision
+                )
+            },
+        );
+        let k = wire::key(&c);
+        let intake = self.ledger.get(&k).cloned();
+        let ok = intake
+            .as_ref()
+            .is_some_and(|i| i.owed == Some(Owed::Update(r)) && i.params["set"] == p["set"]);
+        rep.check(ok, "exactly-once-effect", &format!("upd {k}"), || {
+            format!(
+                "session {id}: state/updated {p} is not what an accepted state/update owes ({:?})",
+                intake.map(|i| (i.owed, i.params))
+            )
+        });
+        self.check_not_terminal(rep, &c, "its state/updated");
+        self.revision = r;
+        if let Some(set) = p["set"].as_object() {
+            for (k, v) in set {
+                if v.is_null() {
+                    self.kv.remove(k);
+                } else {
+                    self.kv.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        self.pay(&c, &Owed::Update(r));
+    }
+
+    /// At the end of a life's batch or the run: every accepted command's
+    /// promise is kept unless its intake settled abandoned.
+    pub fn check_owed(&self, rep: &mut Report, at_end: bool) {
+        for i in self.ledger.values() {
+            if let Some(o) = &i.owed {
+                if matches!(i.settled, Some(Settle::Abandoned)) {
+                    continue;
+                }
+                if matches!(o, Owed::Launch(_))
+                    && i.answer
+                        .as_ref()
+                        .is_ok_and(|r| r["disposition"] == "queued")
+                {
+                    continue;
+                }
+                let msg = format!(
+                    "session {}: {} {} was accepted but its effect {o:?} never appeared",
+                    self.id, i.method, i.cid
+                );
+                if at_end {
+                    rep.fail_at_end("acked-effect", &format!("owed {}", i.cid), msg);
+                } else {
+                    rep.fail("acked-effect", &format!("owed {}", i.cid), msg);
+                }
+            }
+        }
+    }
+}
+
+/// What the spec prescribes for a command in one state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expected {
+    /// This exact ack.
+    Ack(Value),
+    /// A `commandRejected` with this reason (and data member).
+    Reject(&'static str, Option<(&'static str, Value)>),
+    /// A non-recorded error with this code.
+    Error(i64),
+    /// Not judged here.
+    Any,
+}
+
+/// An ack with the members the model cannot predict removed.
+pub fn strip_unknowable(_method: &str, v: &Value) -> Value {
+    v.clone()
+}

@@ -1,0 +1,274 @@
+//! What the model reads off the wire: one JSON-RPC frame per line, and the
+//! payload signature of a command as PROTOCOL.md 4.4 defines it, computed
+//! here from the method table of PROTOCOL.md 4.1 (not by the host's code).
+
+use serde_json::{Map, Value};
+
+/// One frame, as the model needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    /// A request (client to host, or a server request host to client).
+    Request {
+        /// The JSON-RPC id.
+        id: Value,
+        /// The method.
+        method: String,
+        /// The params (an empty object when absent).
+        params: Value,
+    },
+    /// A notification.
+    Notification {
+        /// The method.
+        method: String,
+        /// The params.
+        params: Value,
+        /// `emittedAtMs` (host clock), 0 when absent.
+        emitted_ms: u64,
+    },
+    /// A response: `Ok(result)` or `Err(error object)`.
+    Response {
+        /// The JSON-RPC id (`null` for envelope errors).
+        id: Value,
+        /// The outcome.
+        outcome: Result<Value, Value>,
+    },
+}
+
+/// Parses one line; `None` for anything that is not a JSON-RPC object.
+pub fn parse(line: &[u8]) -> Option<Frame> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let mut o = match v {
+        Value::Object(o) => o,
+        _ => return None,
+    };
+    if let Some(Value::String(method)) = o.remove("method") {
+        let params = o
+            .remove("params")
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        let emitted_ms = o.get("emittedAtMs").and_then(Value::as_u64).unwrap_or(0);
+        return Some(match o.remove("id") {
+            Some(id) => Frame::Request { id, method, params },
+            None => Frame::Notification {
+                method,
+                params,
+                emitted_ms,
+            },
+        });
+    }
+    let id = o.remove("id").unwrap_or(Value::Null);
+    if let Some(r) = o.remove("result") {
+        return Some(Frame::Response { id, outcome: Ok(r) });
+    }
+    let e = o.remove("error")?;
+    Some(Frame::Response {
+        id,
+        outcome: Err(e),
+    })
+}
+
+/// Commands whose ledger row is durable (PROTOCOL.md 4.1).
+pub const DURABLE_METHODS: [&str; 7] = [
+    "session/start",
+    "session/resume",
+    "turn/start",
+    "turn/steer",
+    "turn/unqueue",
+    "approval/decide",
+    "state/update",
+];
+
+/// Carrier-less rows: host-lifetime dedupe only (PROTOCOL.md 4.4).
+pub const CARRIERLESS_METHODS: [&str; 4] =
+    ["turn/interrupt", "turn/cancel", "task/stop", "task/stopAll"];
+
+/// Whether `method` is a command (carries a `commandId`).
+pub fn is_command(method: &str) -> bool {
+    DURABLE_METHODS.contains(&method) || CARRIERLESS_METHODS.contains(&method)
+}
+
+/// The ledger key of a command id (UUIDs compare without case).
+pub fn key(cid: &str) -> String {
+    cid.to_ascii_lowercase()
+}
+
+fn opt(p: &Value, f: &str) -> Value {
+    match p.get(f) {
+        None | Some(Value::Null) => Value::Null,
+        Some(v) => v.clone(),
+    }
+}
+
+fn lower(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.to_ascii_lowercase()),
+        other => other,
+    }
+}
+
+fn input(p: &Value) -> Value {
+    let parts = p["input"].as_array().cloned().unwrap_or_default();
+    Value::Array(
+        parts
+            .iter()
+            .map(|x| serde_json::json!({"type": x["type"], "text": x["text"]}))
+            .collect(),
+    )
+}
+
+/// The params a method defines, defaults applied, unknown members and
+/// `commandId` dropped (PROTOCOL.md 4.1's table; an absent optional and
+/// `null` are the same). `None` for a method that is not a command.
+pub fn normalise(method: &str, p: &Value) -> Option<Value> {
+    use serde_json::json;
+    let sid = || lower(opt(p, "sessionId"));
+    Some(match method {
+        "session/start" => json!({"sessionId": sid(), "workspaceRoot": opt(p, "workspaceRoot")}),
+        "session/resume" => json!({"sessionId": sid(), "cursor": opt(p, "cursor")}),
+        "turn/start" => {
+            let if_busy = match opt(p, "ifBusy") {
+                Value::Null => Value::String("queue".into()),
+                v => v,
+            };
+            json!({"sessionId": sid(), "input": input(p), "ifBusy": if_busy})
+        }
+        "turn/steer" => {
+            json!({"sessionId": sid(), "expectedTurnId": opt(p, "expectedTurnId"), "input": input(p)})
+        }
+        "turn/unqueue" => json!({"sessionId": sid(), "turnId": opt(p, "turnId")}),
+        "turn/interrupt" | "turn/cancel" => json!({"sessionId": sid(), "turnId": opt(p, "turnId")}),
+        "task/stop" => json!({"sessionId": sid(), "taskId": opt(p, "taskId")}),
+        "task/stopAll" => json!({"sessionId": sid()}),
+        "approval/decide" => {
+            let r = &p["requirementId"];
+            json!({
+                "sessionId": sid(),
+                "approvalId": opt(p, "approvalId"),
+                "requirementId": {"approvalId": opt(r, "approvalId"), "sourceIndex": opt(r, "sourceIndex")},
+                "choiceId": opt(p, "choiceId"),
+            })
+        }
+        "state/update" => {
+            json!({"sessionId": sid(), "expectedRevision": opt(p, "expectedRevision"), "set": opt(p, "set")})
+        }
+        _ => return None,
+    })
+}
+
+/// The payload signature: canonical JSON (sorted members, no spaces) of
+/// `{method, params}` with `params` normalised.
+pub fn signature(method: &str, params: &Value) -> Option<String> {
+    let norm = normalise(method, params)?;
+    let mut out = String::new();
+    canonical(
+        &serde_json::json!({"method": method, "params": norm}),
+        &mut out,
+    );
+    Some(out)
+}
+
+/// Writes `v` with object members sorted by key, recursively.
+pub fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String((*k).clone()).to_string());
+                out.push(':');
+                canonical(&o[*k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// The `commandRejected` reason of an error object, if it is one.
+pub fn rejection(e: &Value) -> Option<&str> {
+    (e["code"] == -32030)
+        .then(|| e["data"]["reason"].as_str())
+        .flatten()
+}
+
+/// Whether an answer is a recorded ledger outcome (what replays repeat):
+/// a result, or a `commandRejected` other than the two computed afresh on
+/// each arrival.
+pub fn is_recorded(outcome: &Result<Value, Value>) -> bool {
+    match outcome {
+        Ok(_) => true,
+        Err(e) => {
+            rejection(e).is_some_and(|r| r != "command_id_conflict" && r != "session_id_conflict")
+        }
+    }
+}
+
+/// The durable ordinal and ephemeral index of a cursor `v:<sid>:<n>[.<k>]`
+/// of session `sid`; `None` when it is not that session's cursor form.
+pub fn cursor_of(sid: &str, cursor: &str) -> Option<(u64, u64)> {
+    let rest = cursor
+        .strip_prefix("v:")?
+        .strip_prefix(sid)?
+        .strip_prefix(':')?;
+    let (n, k) = match rest.split_once('.') {
+        Some((n, k)) => (n, Some(k)),
+        None => (rest, None),
+    };
+    let n: u64 = n.parse().ok()?;
+    let k: u64 = match k {
+        Some(k) => k.parse().ok().filter(|k| *k > 0)?,
+        None => 0,
+    };
+    Some((n, k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_and_unknown_members_do_not_change_the_signature() {
+        let a = json!({"sessionId": "0198F0AA-1111-7000-8000-0000000000AA", "commandId": "x", "input": [{"type": "text", "text": "hi", "extra": 1}], "junk": true});
+        let b = json!({"sessionId": "0198f0aa-1111-7000-8000-0000000000aa", "ifBusy": "queue", "input": [{"text": "hi", "type": "text"}]});
+        assert_eq!(signature("turn/start", &a), signature("turn/start", &b));
+        let c = json!({"sessionId": "0198f0aa-1111-7000-8000-0000000000aa", "ifBusy": "steer", "input": [{"text": "hi", "type": "text"}]});
+        assert_ne!(signature("turn/start", &b), signature("turn/start", &c));
+        assert_ne!(signature("turn/start", &b), signature("turn/steer", &b));
+        assert_eq!(signature("view/page", &b), None);
+    }
+
+    #[test]
+    fn frames_and_cursors() {
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Some(Frame::Response { outcome: Ok(_), .. })
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"x"}"#),
+            Some(Frame::Notification { .. })
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":"x"}"#),
+            Some(Frame::Request { .. })
+        ));
+        assert_eq!(parse(b"[1]"), None);
+        assert_eq!(cursor_of("s", "v:s:12"), Some((12, 0)));
+        assert_eq!(cursor_of("s", "v:s:12.3"), Some((12, 3)));
+        assert_eq!(cursor_of("s", "v:t:12"), None);
+        assert_eq!(cursor_of("s", "v:s:1.0"), None);
+    }
+}

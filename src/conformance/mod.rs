@@ -19,6 +19,7 @@
 
 pub mod compare;
 pub mod scenario;
+pub mod schema;
 pub mod transcript;
 
 use std::fmt;

@@ -766,3 +766,156 @@ fn cli_serve_fixture_over_stdio() {
         "{err}"
     );
 }
+
+/// Plays approval-round-trip's client lines (renumbered) to `serve-fixture`
+/// over a stream; returns the server lines read back.
+fn play_over_stream<S: std::io::Read + std::io::Write>(stream: S, input: &str) -> Vec<Value> {
+    use std::io::BufRead;
+    let mut stream = std::io::BufReader::new(stream);
+    stream.get_mut().write_all(input.as_bytes()).unwrap();
+    stream.get_mut().flush().unwrap();
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while stream.read_line(&mut line).unwrap() > 0 {
+        lines.push(serde_json::from_str(line.trim_end()).expect("JSON"));
+        line.clear();
+    }
+    lines
+}
+
+/// Reads the child's stderr up to `listening on ADDR`.
+fn listening_on(
+    child: &mut std::process::Child,
+) -> (String, std::io::BufReader<std::process::ChildStderr>) {
+    use std::io::BufRead;
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..10 {
+        line.clear();
+        err.read_line(&mut line).unwrap();
+        if let Some(addr) = line.trim().strip_prefix("listening on ") {
+            return (addr.to_string(), err);
+        }
+    }
+    panic!("no `listening on` line: {line}");
+}
+
+fn renumbered_input(t: &Transcript) -> String {
+    let client = Renumbered::new(t);
+    t.lines
+        .iter()
+        .filter(|l| l.dir == Dir::Client)
+        .map(|l| client.client_frame(l.frame.as_ref().unwrap()).to_string() + "\n")
+        .collect()
+}
+
+#[test]
+fn cli_serve_fixture_over_tcp() {
+    use std::io::Read;
+    let t = load("approval-round-trip");
+    let mut child = msp()
+        .args([
+            "conformance",
+            "serve-fixture",
+            "--listen",
+            "127.0.0.1:0",
+            "--transcript",
+        ])
+        .arg(corpus_dir().join("approval-round-trip"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, mut err) = listening_on(&mut child);
+    let stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let write_half = stream.try_clone().unwrap();
+    let input = renumbered_input(&t);
+    // Write everything, then close our write half so the fixture sees the
+    // end of input, and read until it closes.
+    let mut w = write_half;
+    std::io::Write::write_all(&mut w, input.as_bytes()).unwrap();
+    w.shutdown(std::net::Shutdown::Write).unwrap();
+    let lines = play_over_stream(stream, "");
+    assert_eq!(lines.len(), server_lines(&t));
+    assert_eq!(lines[0]["id"], json!("c-1"));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut report = String::new();
+    err.read_to_string(&mut report).unwrap();
+    assert!(report.contains("PASS approval-round-trip"), "{report}");
+}
+
+#[test]
+fn cli_serve_fixture_over_a_unix_socket() {
+    use std::io::Read;
+    let t = load("approval-round-trip");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fixture.sock");
+    let mut child = msp()
+        .args(["conformance", "serve-fixture", "--socket"])
+        .arg(&path)
+        .arg("--transcript")
+        .arg(corpus_dir().join("approval-round-trip"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, mut err) = listening_on(&mut child);
+    assert_eq!(addr, path.display().to_string());
+    let stream = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    // A deviating client: the fixture names the line and the path.
+    let input = renumbered_input(&t).replace("allow_session", "allow_once");
+    std::io::Write::write_all(&mut w, input.as_bytes()).unwrap();
+    w.shutdown(std::net::Shutdown::Write).unwrap();
+    let lines = play_over_stream(stream, "");
+    assert!(lines.len() < server_lines(&t), "it stops at the deviation");
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+    let mut report = String::new();
+    err.read_to_string(&mut report).unwrap();
+    assert!(report.contains("$.params.choiceId"), "{report}");
+    assert!(!path.exists(), "the socket file is removed");
+}
+
+#[test]
+fn cli_explains_itself() {
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["conformance", "--help"],
+        &["conformance", "record", "--help"],
+        &["conformance", "replay", "--help"],
+        &["conformance", "serve-fixture", "--help"],
+    ] {
+        let out = msp().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Usage: msp"), "{args:?}: {text}");
+    }
+    let serve = msp().args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&serve.stdout);
+    for d in [
+        "[default: durable]",
+        "[default: 10485760]",
+        "[default: 600000]",
+    ] {
+        assert!(text.contains(d), "{d}: {text}");
+    }
+    let bare = msp().output().unwrap();
+    assert_eq!(bare.status.code(), Some(2), "no command is a usage error");
+    let wide = msp()
+        .args([
+            "conformance",
+            "serve-fixture",
+            "--listen",
+            "0.0.0.0:0",
+            "--transcript",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(wide.status.code(), Some(2));
+}

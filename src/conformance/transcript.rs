@@ -1405,7 +1405,10 @@ pub fn main(args: Vec<String>) -> i32 {
     }
 }
 
-fn main_replay(dirs: &[PathBuf]) -> i32 {
+/// `msp conformance replay --transcript DIR...`: replays each transcript,
+/// prints its report and a summary; returns the exit code (0 all pass, 1
+/// a mismatch or a transcript that cannot be replayed, 3 infrastructure).
+pub fn main_replay(dirs: &[PathBuf]) -> i32 {
     let mut code = EXIT_PASS;
     let (mut passed, total) = (0usize, dirs.len());
     for d in dirs {

@@ -190,7 +190,16 @@ struct ScriptedTurn {
 }
 
 /// The deterministic agent of PROTOCOL.md section 5: echoes its input in
-/// deltas of at most 16 characters, one per 10 ms, obeying directives.
+/// deltas of at most 16 characters, one per 10 ms, obeying directives at
+/// the start of the input:
+///
+/// | directive | behaviour |
+/// | --- | --- |
+/// | `!sleep N` | wait N ms before the message |
+/// | `!fail-launch` | the launch fails |
+/// | `!effect PROVIDER ACTION` | an approval-gated tool call whose effect the core performs |
+/// | `!task N` | a background task of N ms |
+/// | `!retry N` | the first N model attempts fail with a retryable provider error ([`RETRY_REASON`]); each failure below [`RETRY_ATTEMPTS_MAX`] is a [`Step::RetryScheduled`] and a wait of [`RETRY_DELAY_MS`]; the failure at the bound finishes the turn `failed` with a `modelError` |
 #[derive(Debug, Default)]
 pub struct ScriptedAgent {
     turns: BTreeMap<String, ScriptedTurn>,

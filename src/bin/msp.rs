@@ -1,12 +1,6 @@
-//! `msp`: the real host (`msp serve`) and the conformance runner.
+//! `msp`: the real host (`msp serve`) and the conformance tools (`msp
+//! conformance`). The command line is `msp::cli` (clap); `msp --help`
+//! lists the commands, `msp <COMMAND> --help` their options and defaults.
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("conformance") => std::process::exit(msp::conformance::main(args[1..].to_vec())),
-        Some("serve") => std::process::exit(msp::io::serve_main(args[1..].to_vec())),
-        _ => {
-            eprintln!("usage: msp serve ... | msp conformance ...");
-            std::process::exit(2);
-        }
-    }
+    std::process::exit(msp::cli::main(std::env::args_os()));
 }

@@ -404,10 +404,16 @@ impl Comparator {
     /// Compares one frame; returns every difference, depth first: within an
     /// object, the expected members in the order of the parsed value, then
     /// the members only received.
+    ///
+    /// An `error.data.retryable` equal to the code's default counts as
+    /// absent on both sides (PROTOCOL.md section 3: public transcripts both
+    /// write and omit it).
     pub fn compare_frame(&mut self, expected: &Value, received: &Value) -> Vec<Diff> {
         let mut diffs = Vec::new();
         let mut path = Vec::new();
-        self.walk(&mut path, expected, received, &mut diffs);
+        let expected = without_default_retryable(expected);
+        let received = without_default_retryable(received);
+        self.walk(&mut path, &expected, &received, &mut diffs);
         diffs
     }
 
@@ -613,6 +619,23 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 fn trim_zeros(d: &[u8]) -> &[u8] {
     let n = d.iter().take_while(|c| **c == b'0').count();
     &d[n..]
+}
+
+/// `frame` with `error.data.retryable` removed when it equals the error
+/// table's default for `error.code` (an absent member means the default).
+pub fn without_default_retryable(frame: &Value) -> Value {
+    let mut v = frame.clone();
+    let code = v.pointer("/error/code").and_then(Value::as_i64);
+    let default = code.and_then(crate::proto::error::default_retryable);
+    if let (Some(d), Some(data)) = (
+        default,
+        v.pointer_mut("/error/data").and_then(Value::as_object_mut),
+    ) {
+        if data.get("retryable").and_then(Value::as_bool) == Some(d) {
+            data.remove("retryable");
+        }
+    }
+    v
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 
 pub mod compare;
 pub mod scenario;
+pub mod schema;
 pub mod transcript;
 
 use std::fmt;
@@ -220,7 +221,18 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("msp conformance: no scenario given\n{USAGE}");
         return EXIT_USAGE;
     }
-    let files = match expand_paths(&paths) {
+    run_files(&paths, record)
+}
+
+/// Checks (or, with `record`, records) the scenario files and directories
+/// `paths`, printing one report per file and a summary; returns the exit
+/// code (see the module docs).
+pub fn run_files(paths: &[String], record: bool) -> i32 {
+    if paths.is_empty() {
+        eprintln!("msp conformance: no scenario given\n{USAGE}");
+        return EXIT_USAGE;
+    }
+    let files = match expand_paths(paths) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("msp conformance: {e}");

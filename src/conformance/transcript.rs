@@ -91,12 +91,13 @@ pub fn is_protocol_client_method(method: &str) -> bool {
 }
 
 /// The server notifications and requests PROTOCOL.md section 4.5 defines.
-pub const PROTOCOL_SERVER_METHODS: [&str; 12] = [
+pub const PROTOCOL_SERVER_METHODS: [&str; 13] = [
     "session/started",
     "session/closed",
     "turn/started",
     "turn/completed",
     "turn/unqueued",
+    "turn/retryScheduled",
     "item/started",
     "item/completed",
     "item/delta",
@@ -428,6 +429,11 @@ pub struct ReplayReport {
     pub unsupported: Vec<agent::Unsupported>,
     /// How the session history the transcript assumes was built, if any.
     pub history: Option<String>,
+    /// Every line exchanged with the host, in wire order, as sent (before
+    /// any tamper): `(connection, direction, line)`, connection 0 for the
+    /// history connection and 1 for the transcript's. The schema test
+    /// validates every server line of it.
+    pub wire: Vec<(u64, Dir, String)>,
 }
 
 impl ReplayReport {
@@ -822,6 +828,12 @@ impl Checker {
             }
         }
         diffs.extend(self.cmp.compare_frame(&e, &r));
+        // PROTOCOL.md's extensions are additive members a public recording
+        // cannot have: one the recording lacks is not a difference.
+        diffs.retain(|d| {
+            !(d.kind == DiffKind::Unexpected
+                && super::schema::extension_member_at_path(&d.path).is_some())
+        });
         self.seqs.check(&e, &r, &mut diffs);
         if !diffs.is_empty() {
             self.mismatches.push(Mismatch {
@@ -1182,12 +1194,13 @@ pub fn replay(t: &Transcript, mut opts: ReplayOptions) -> Result<ReplayReport, R
         run_replay(t, script, history.as_ref(), &mut opts)
     }));
     match run {
-        Ok(Ok((frames_compared, mismatches))) => Ok(ReplayReport {
+        Ok(Ok((frames_compared, mismatches, wire))) => Ok(ReplayReport {
             scenario: t.name().to_string(),
             frames_compared,
             mismatches,
             unsupported,
             history: history.map(|h| h.description),
+            wire,
         }),
         Ok(Err(e)) => Err(e),
         Err(panic) => {
@@ -1252,12 +1265,27 @@ fn parse_output(lines: Vec<Vec<u8>>, tamper: &mut Option<Tamper>) -> Vec<Result<
         .collect()
 }
 
+/// What [`run_replay`] hands back: frames compared, mismatches, the wire.
+type ReplayRun = (usize, Vec<Mismatch>, Vec<(u64, Dir, String)>);
+
+fn lines_of(conn: u64, dir: Dir, raw: &[Vec<u8>]) -> impl Iterator<Item = (u64, Dir, String)> + '_ {
+    raw.iter().map(move |b| {
+        let text = String::from_utf8_lossy(b);
+        (
+            conn,
+            dir,
+            text.strip_suffix('\n').unwrap_or(&text).to_string(),
+        )
+    })
+}
+
 fn run_replay(
     t: &Transcript,
     script: agent::Script,
     history: Option<&HistoryPlan>,
     opts: &mut ReplayOptions,
-) -> Result<(usize, Vec<Mismatch>), ReplayError> {
+) -> Result<ReplayRun, ReplayError> {
+    let mut wire: Vec<(u64, Dir, String)> = Vec::new();
     let progress = agent::Progress::default();
     let factory = agent::factory(script, progress.clone());
     let mut h = Harness::with_agent(
@@ -1268,11 +1296,19 @@ fn run_replay(
     );
     if let Some(plan) = history {
         let c = h.connect();
-        h.send(c, &json!({"jsonrpc": "2.0", "id": "history-0", "method": "initialize", "params": {"clientInfo": {"name": "history", "version": "0"}}}));
-        h.send(c, &json!({"jsonrpc": "2.0", "method": "initialized"}));
+        let hello = [
+            json!({"jsonrpc": "2.0", "id": "history-0", "method": "initialize", "params": {"clientInfo": {"name": "history", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "initialized"}),
+        ];
+        for f in &hello {
+            h.send(c, f);
+            wire.push((0, Dir::Client, f.to_string()));
+        }
         for r in &plan.requests {
             h.send(c, r);
+            wire.push((0, Dir::Client, r.to_string()));
             let answers = settle(&mut h, c);
+            wire.extend(lines_of(0, Dir::Server, &answers));
             let failed = answers
                 .iter()
                 .filter_map(|a| serde_json::from_slice::<Value>(a).ok())
@@ -1283,13 +1319,17 @@ fn run_replay(
                 )));
             }
         }
+        let rest = settle(&mut h, c);
+        wire.extend(lines_of(0, Dir::Server, &rest));
         h.disconnect(c);
     }
     let mut checker = Checker::new(&t.manifest);
     let conn = h.connect();
     let mut after = 0usize;
     let mut pending: Vec<&Line> = Vec::new();
-    let mut received = parse_output(settle(&mut h, conn), &mut opts.tamper);
+    let first = settle(&mut h, conn);
+    wire.extend(lines_of(1, Dir::Server, &first));
+    let mut received = parse_output(first, &mut opts.tamper);
     for line in &t.lines {
         match line.dir {
             Dir::Server => pending.push(line),
@@ -1304,12 +1344,19 @@ fn run_replay(
                     checker.pin_client(f);
                 }
                 h.send_raw(conn, &bytes);
-                received = parse_output(settle(&mut h, conn), &mut opts.tamper);
+                wire.push((
+                    1,
+                    Dir::Client,
+                    String::from_utf8_lossy(&bytes).trim_end().to_string(),
+                ));
+                let raw = settle(&mut h, conn);
+                wire.extend(lines_of(1, Dir::Server, &raw));
+                received = parse_output(raw, &mut opts.tamper);
             }
         }
     }
     checker.segment(after, &pending, received);
-    Ok((checker.frames, checker.mismatches))
+    Ok((checker.frames, checker.mismatches, wire))
 }
 
 // ---------------------------------------------------------------------------
@@ -1358,7 +1405,10 @@ pub fn main(args: Vec<String>) -> i32 {
     }
 }
 
-fn main_replay(dirs: &[PathBuf]) -> i32 {
+/// `msp conformance replay --transcript DIR...`: replays each transcript,
+/// prints its report and a summary; returns the exit code (0 all pass, 1
+/// a mismatch or a transcript that cannot be replayed, 3 infrastructure).
+pub fn main_replay(dirs: &[PathBuf]) -> i32 {
     let mut code = EXIT_PASS;
     let (mut passed, total) = (0usize, dirs.len());
     for d in dirs {

@@ -15,10 +15,11 @@
 //! | `item/completed` of a `toolCall`, status `completed` or `failed` | `CompleteTool` (members that changed since `item/started`) |
 //! | `turn/completed` of a launched turn, terminal `completed` or `failed` and not `reason: "crash"` | `Finish` (`durationMs`, `usage`, `error`, `reason`, ... in `extra`) |
 //! | `turn/completed` with `error.kind` `launchError` and no `turn/started` | `launch` fails with `error.message` |
+//! | `turn/retryScheduled` | `RetryScheduled` (the recorded attempt, bound, delay and reason) |
 //!
 //! Everything else is the runtime's. Frames that are agent output but that
 //! the agent seam cannot express (a tool's `output` delta, an
-//! `item/started` with no delta, `turn/retryScheduled`) are listed in
+//! `item/started` with no delta) are listed in
 //! [`Script::unsupported`] and not played: the replay then reports them as
 //! missing frames, which is the honest outcome.
 //!
@@ -40,7 +41,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::core::agent::{Agent, AgentFactory, ApprovalSpec, Finish, Step, TurnInput};
+use crate::core::agent::{
+    Agent, AgentFactory, ApprovalSpec, Finish, RetrySchedule, Step, TurnInput,
+};
 
 /// One scripted step and the transcript line it waits for.
 #[derive(Debug, Clone, PartialEq)]
@@ -246,11 +249,42 @@ impl Builder {
                 self.tool_completed(line, &turn, &item_id, item.unwrap_or(&empty))
             }
             ("turn/completed", _) => self.turn_completed(line, &turn, p),
-            ("turn/retryScheduled", _) => self.unsupported(
-                line,
-                "turn/retryScheduled: the agent seam has no retry step",
-            ),
+            ("turn/retryScheduled", _) => self.retry(line, &turn, p),
             _ => {}
+        }
+    }
+
+    fn retry(&mut self, line: usize, turn: &str, p: &Map<String, Value>) {
+        let n = |k: &str| p.get(k).and_then(Value::as_u64);
+        let reason = p.get("reason").and_then(Value::as_str);
+        match (
+            n("attempt"),
+            n("nextAttempt"),
+            n("maxAttempts"),
+            n("retryDelayMs"),
+            reason,
+        ) {
+            (
+                Some(attempt),
+                Some(next_attempt),
+                Some(max_attempts),
+                Some(retry_delay_ms),
+                Some(r),
+            ) => self.push(
+                turn,
+                line,
+                Step::RetryScheduled(RetrySchedule {
+                    attempt,
+                    next_attempt,
+                    max_attempts,
+                    retry_delay_ms,
+                    reason: r.to_string(),
+                }),
+            ),
+            _ => self.unsupported(
+                line,
+                "turn/retryScheduled without its integer members and reason",
+            ),
         }
     }
 

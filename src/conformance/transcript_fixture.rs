@@ -319,9 +319,28 @@ pub fn serve(
     }
 }
 
+/// Where `serve-fixture` meets its client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FixtureTransport {
+    /// stdin and stdout.
+    Stdio,
+    /// One client on a TCP listener at this address.
+    Tcp(std::net::SocketAddr),
+    /// One client on a Unix stream socket at this path (a stale socket
+    /// file is replaced; the file is removed afterwards).
+    Unix(std::path::PathBuf),
+}
+
 /// `msp conformance serve-fixture --transcript DIR`: stdin/stdout, report
 /// on stderr.
 pub fn main(dir: &Path) -> i32 {
+    main_on(dir, &FixtureTransport::Stdio)
+}
+
+/// `serve-fixture` on a transport: serves one client, reports on stderr
+/// (a listener first prints `listening on ADDR`), returns the exit code
+/// (0 the client played every line, 1 it deviated, 3 infrastructure).
+pub fn main_on(dir: &Path, transport: &FixtureTransport) -> i32 {
     let t = match Transcript::load(dir) {
         Ok(t) => t,
         Err(e) => {
@@ -329,7 +348,58 @@ pub fn main(dir: &Path) -> i32 {
             return EXIT_INFRA;
         }
     };
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    serve(&t, stdin.lock(), stdout.lock(), std::io::stderr())
+    match transport {
+        FixtureTransport::Stdio => {
+            let stdin = std::io::stdin();
+            let stdout = std::io::stdout();
+            serve(&t, stdin.lock(), stdout.lock(), std::io::stderr())
+        }
+        FixtureTransport::Tcp(addr) => {
+            let run = || -> std::io::Result<i32> {
+                let l = std::net::TcpListener::bind(addr)?;
+                eprintln!("listening on {}", l.local_addr()?);
+                let (s, _) = l.accept()?;
+                let input = std::io::BufReader::new(s.try_clone()?);
+                Ok(serve(&t, input, s, std::io::stderr()))
+            };
+            run().unwrap_or_else(|e| {
+                eprintln!("serve-fixture: cannot serve on {addr}: {e}");
+                EXIT_INFRA
+            })
+        }
+        FixtureTransport::Unix(path) => {
+            let run = || -> std::io::Result<i32> {
+                let l = bind_unix(path)?;
+                eprintln!("listening on {}", path.display());
+                let (s, _) = l.accept()?;
+                let input = std::io::BufReader::new(s.try_clone()?);
+                let code = serve(&t, input, s, std::io::stderr());
+                let _ = std::fs::remove_file(path);
+                Ok(code)
+            };
+            run().unwrap_or_else(|e| {
+                eprintln!("serve-fixture: cannot serve on {}: {e}", path.display());
+                EXIT_INFRA
+            })
+        }
+    }
+}
+
+/// Binds a Unix socket, replacing a stale socket file no process listens
+/// on; a live one (or a file that is not a socket) is an error.
+fn bind_unix(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    match UnixListener::bind(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let is_socket =
+                std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+            if !is_socket || UnixStream::connect(path).is_ok() {
+                return Err(e);
+            }
+            std::fs::remove_file(path)?;
+            UnixListener::bind(path)
+        }
+        other => other,
+    }
 }

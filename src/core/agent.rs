@@ -72,8 +72,27 @@ pub enum Step {
         /// Extra item members.
         extra: Map<String, Value>,
     },
+    /// A model attempt failed retryably and its retry is scheduled: the
+    /// core emits a durable `turn/retryScheduled` (non-terminal). The agent
+    /// itself waits out the delay (it answers `SleepUntil` meanwhile).
+    RetryScheduled(RetrySchedule),
     /// End the turn.
     Finish(Finish),
+}
+
+/// The members of `turn/retryScheduled` (public `TurnRetryScheduledParams`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrySchedule {
+    /// The attempt that failed (from 1).
+    pub attempt: u64,
+    /// The attempt about to run (`attempt < next_attempt <= max_attempts`).
+    pub next_attempt: u64,
+    /// The turn's bound on model attempts.
+    pub max_attempts: u64,
+    /// The backoff before the next attempt, ms.
+    pub retry_delay_ms: u64,
+    /// Why the attempt failed (non-empty, at most 160 characters).
+    pub reason: String,
 }
 
 /// How a turn ended, as the agent reports it.
@@ -132,11 +151,29 @@ pub fn scripted_factory() -> AgentFactory {
 pub const DELTA_CHARS_MAX: usize = 16;
 /// One delta per this many ms of host clock.
 pub const DELTA_INTERVAL_MS: u64 = 10;
+/// `!retry N`: the scripted turn's bound on model attempts.
+pub const RETRY_ATTEMPTS_MAX: u64 = 3;
+/// `!retry N`: the backoff before each retried attempt, ms of host clock.
+pub const RETRY_DELAY_MS: u64 = 2000;
+/// `!retry N`: the provider failure each failed attempt reports.
+pub const RETRY_REASON: &str = "provider stream disconnected";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
-    Sleeping { until_ms: u64 },
-    Tool { started: bool, resolved: bool },
+    Sleeping {
+        until_ms: u64,
+    },
+    /// `!retry N`: `failed` of the `fail_count` failing attempts happened;
+    /// the next attempt runs at `resume_at_ms`.
+    Retrying {
+        fail_count: u64,
+        failed: u64,
+        resume_at_ms: Option<u64>,
+    },
+    Tool {
+        started: bool,
+        resolved: bool,
+    },
     Streaming,
     Done,
 }
@@ -153,7 +190,16 @@ struct ScriptedTurn {
 }
 
 /// The deterministic agent of PROTOCOL.md section 5: echoes its input in
-/// deltas of at most 16 characters, one per 10 ms, obeying directives.
+/// deltas of at most 16 characters, one per 10 ms, obeying directives at
+/// the start of the input:
+///
+/// | directive | behaviour |
+/// | --- | --- |
+/// | `!sleep N` | wait N ms before the message |
+/// | `!fail-launch` | the launch fails |
+/// | `!effect PROVIDER ACTION` | an approval-gated tool call whose effect the core performs |
+/// | `!task N` | a background task of N ms |
+/// | `!retry N` | the first N model attempts fail with a retryable provider error ([`RETRY_REASON`]); each failure below [`RETRY_ATTEMPTS_MAX`] is a [`Step::RetryScheduled`] and a wait of [`RETRY_DELAY_MS`]; the failure at the bound finishes the turn `failed` with a `modelError` |
 #[derive(Debug, Default)]
 pub struct ScriptedAgent {
     turns: BTreeMap<String, ScriptedTurn>,
@@ -170,6 +216,9 @@ pub struct Directives {
     pub effect: Option<(String, String)>,
     /// `!task N`.
     pub task_ms: Option<u64>,
+    /// `!retry N`: the first N model attempts fail (provider error) and
+    /// are retried; N >= [`RETRY_ATTEMPTS_MAX`] fails the turn.
+    pub retry_failures: u64,
 }
 
 /// Parses the directives at the start of `text` (each a `!word` and its
@@ -192,6 +241,10 @@ pub fn parse_directives(text: &str) -> Directives {
                 Some(n) => d.task_ms = Some(n),
                 None => break,
             },
+            "!retry" => match words.next().and_then(|n| n.parse::<u64>().ok()) {
+                Some(n) => d.retry_failures = n,
+                None => break,
+            },
             _ => break,
         }
     }
@@ -208,6 +261,13 @@ impl Agent for ScriptedAgent {
         if d.sleep_ms > 0 {
             phases.push(Phase::Sleeping {
                 until_ms: now_ms.saturating_add(d.sleep_ms),
+            });
+        }
+        if d.retry_failures > 0 {
+            phases.push(Phase::Retrying {
+                fail_count: d.retry_failures,
+                failed: 0,
+                resume_at_ms: None,
             });
         }
         if d.effect.is_some() || d.task_ms.is_some() {
@@ -257,6 +317,48 @@ impl Agent for ScriptedAgent {
                     }
                     t.phases.pop();
                     t.next_delta_ms = now_ms;
+                }
+                Phase::Retrying {
+                    fail_count,
+                    failed,
+                    resume_at_ms,
+                } => {
+                    if let Some(at) = *resume_at_ms {
+                        if now_ms < at {
+                            return Step::SleepUntil(at);
+                        }
+                        *resume_at_ms = None;
+                    }
+                    if *failed >= *fail_count {
+                        t.phases.pop();
+                        t.next_delta_ms = now_ms;
+                        continue;
+                    }
+                    *failed += 1;
+                    let attempt = *failed;
+                    if attempt >= RETRY_ATTEMPTS_MAX {
+                        let text = format!("model failed after {attempt} attempts: {RETRY_REASON}");
+                        let mut extra = Map::new();
+                        extra.insert("durationMs".into(), json!(now_ms - t.started_ms));
+                        extra.insert("reason".into(), json!(text));
+                        extra.insert(
+                            "error".into(),
+                            json!({"kind": "modelError", "message": text, "retryable": true}),
+                        );
+                        self.turns.remove(turn_id);
+                        return Step::Finish(Finish {
+                            terminal: "failed".to_string(),
+                            extra,
+                        });
+                    }
+                    *resume_at_ms = Some(now_ms.saturating_add(RETRY_DELAY_MS));
+                    return Step::RetryScheduled(RetrySchedule {
+                        attempt,
+                        next_attempt: attempt + 1,
+                        max_attempts: RETRY_ATTEMPTS_MAX,
+                        retry_delay_ms: RETRY_DELAY_MS,
+                        reason: RETRY_REASON.to_string(),
+                    });
                 }
                 Phase::Tool { started, resolved } => {
                     if !*started {
@@ -407,6 +509,7 @@ mod tests {
             Some(("keyed".into(), "write-x".into()))
         );
         assert_eq!(parse_directives("!task 40").task_ms, Some(40));
+        assert_eq!(parse_directives("!retry 2 hi").retry_failures, 2);
         assert_eq!(parse_directives("hi !sleep 5"), Directives::default());
         let mut a = ScriptedAgent::default();
         let t = TurnInput {
@@ -428,6 +531,56 @@ mod tests {
         a.launch(&t, 0).unwrap();
         assert_eq!(a.poll("t", 0), Step::SleepUntil(100));
         assert!(matches!(a.poll("t", 100), Step::Delta(_)));
+    }
+
+    #[test]
+    fn retry_schedules_each_failed_attempt_then_streams() {
+        let mut a = ScriptedAgent::default();
+        let t = TurnInput {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            text: "!retry 2 x".into(),
+        };
+        a.launch(&t, 0).unwrap();
+        let first = a.poll("t", 0);
+        assert_eq!(
+            first,
+            Step::RetryScheduled(RetrySchedule {
+                attempt: 1,
+                next_attempt: 2,
+                max_attempts: RETRY_ATTEMPTS_MAX,
+                retry_delay_ms: RETRY_DELAY_MS,
+                reason: RETRY_REASON.into(),
+            })
+        );
+        assert_eq!(a.poll("t", 5), Step::SleepUntil(RETRY_DELAY_MS));
+        assert!(matches!(
+            a.poll("t", RETRY_DELAY_MS),
+            Step::RetryScheduled(RetrySchedule {
+                attempt: 2,
+                next_attempt: 3,
+                ..
+            })
+        ));
+        assert!(matches!(a.poll("t", 2 * RETRY_DELAY_MS), Step::Delta(_)));
+    }
+
+    #[test]
+    fn retry_past_the_bound_fails_the_turn_with_a_model_error() {
+        let (steps, end) = run("!retry 3 x");
+        let retries = steps
+            .iter()
+            .filter(|s| matches!(s, Step::RetryScheduled(_)))
+            .count();
+        assert_eq!(retries as u64, RETRY_ATTEMPTS_MAX - 1);
+        assert_eq!(end, 1000 + 2 * RETRY_DELAY_MS);
+        let Some(Step::Finish(f)) = steps.last() else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(f.terminal, "failed");
+        assert_eq!(f.extra["error"]["kind"], json!("modelError"));
+        assert_eq!(f.extra["reason"], f.extra["error"]["message"]);
+        assert!(!steps.iter().any(|s| matches!(s, Step::Delta(_))));
     }
 
     #[test]

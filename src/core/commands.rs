@@ -440,12 +440,13 @@ impl Host {
                 head.clone(),
             ),
         };
-        let result = json!({
+        let mut result = json!({
             "session": self.session_json(&sid),
             "viewCursor": head,
             "history": history,
             "pendingRequests": self.pending_requests_json(&sid),
         });
+        super::view::as_resumed(&mut result);
         let at = self.ack(&sid, &c, sig, result.clone(), Some(Outcome::Applied));
         self.respond_at(conn, id, &sid, &Answer::Result(result), at);
         self.subscribe_after(conn, &sid, &after);
@@ -794,12 +795,12 @@ impl Host {
         params.insert("resolvedBy".into(), json!("user"));
         params.insert("decidedByCommandId".into(), json!(c.command_id));
         params.insert("stageEvidence".into(), json!([]));
-        let turn = a.turn_id.clone();
+        let review_id = super::turns::review_stream_id(&a.params);
         self.emit(
             sid,
             "approval/resolved",
             params,
-            ("run", &turn),
+            (super::turns::APPROVAL_STREAM, &review_id),
             Some(&c.command_id),
         );
         let at = self.settle(sid, &c.command_id, Outcome::Applied);

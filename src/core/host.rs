@@ -1239,6 +1239,9 @@ impl Host {
         if reason == "hostShutdown" {
             self.stop_everything(sid, "cancelled", Some("hostShutdown"));
         }
+        // What ending the live work emitted goes to the subscribers first:
+        // `session/closed` is always the session's last event.
+        self.flush(sid);
         let now = self.now_ms;
         self.commit(
             sid,

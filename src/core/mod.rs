@@ -33,6 +33,9 @@ pub use host::{Host, CONNECTIONS_MAX, EFFECT_TIMEOUT_MS, UNANSWERED_MAX};
 pub const SCHEMA_FINGERPRINT: &str =
     "sha256:c8d1a2a1866814e220fd396d382a9a75861412feee884b5021b2ee359bd3dc59";
 
+/// Default idle-unload delay (PROTOCOL.md 4.1): ten minutes.
+pub const DEFAULT_IDLE_UNLOAD_MS: u64 = 600_000;
+
 /// Configuration fixed at host construction.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
@@ -59,7 +62,7 @@ impl HostConfig {
             durability,
             data_dir: data_dir.into(),
             frame_limit_bytes: crate::proto::framing::DEFAULT_FRAME_LIMIT_BYTES,
-            idle_unload_ms: 600_000,
+            idle_unload_ms: DEFAULT_IDLE_UNLOAD_MS,
             group_commit: true,
             seed,
         }

@@ -157,8 +157,13 @@ pub struct Session {
     pub queue: VecDeque<String>,
     /// The running turn.
     pub running: Option<String>,
-    /// Launched turns.
+    /// Turns that ran and ended (public `Session.turnCount`: the
+    /// completed-turn count).
     pub turn_count: u64,
+    /// A `session/resume` was admitted: the session's approval mode is
+    /// reported as replayed from its log (`approvalMode.source:
+    /// "replay"`, as every public resume transcript shows).
+    pub resumed: bool,
     /// Items in first-seen order (latest revision).
     pub items: Vec<Value>,
     item_index: BTreeMap<String, usize>,
@@ -226,6 +231,9 @@ impl Session {
             } => {
                 let key = id_key(command_id);
                 self.next_seq += 1;
+                if method == "session/resume" && matches!(answer, Answer::Result(_)) {
+                    self.resumed = true;
+                }
                 self.updated_at_ms = self.updated_at_ms.max(*at_ms);
                 if method == "turn/start" {
                     if let Answer::Result(ack) = answer {
@@ -320,7 +328,6 @@ impl Session {
                     },
                 );
                 self.running = Some(turn_id);
-                self.turn_count += 1;
             }
             "turn/completed" => {
                 let turn_id = s("turnId");
@@ -329,6 +336,12 @@ impl Session {
                     self.running = None;
                 }
                 let terminal = s("terminal");
+                // `turnCount` counts completed turns (public `Session`):
+                // turns that ran and ended, whatever their terminal; a
+                // failed launch never ran.
+                if self.turns.get(&turn_id).is_some_and(|t| t.started) {
+                    self.turn_count += 1;
+                }
                 match self.turns.get_mut(&turn_id) {
                     Some(t) => t.status = TurnStatus::Ended(terminal),
                     None => {

@@ -1147,9 +1147,10 @@ fn unanswered_requests_are_bounded_per_connection() {
         !overloaded.is_empty(),
         "past the limit requests are refused"
     );
+    // -32001 is retryable by default: `retryable` is not written.
     assert!(overloaded
         .iter()
-        .all(|f| f["error"]["data"]["retryable"] == json!(true)));
+        .all(|f| f["error"]["data"].get("retryable").is_none()));
     let responses: Vec<&Value> = f.iter().filter(|f| f.get("method").is_none()).collect();
     let mut ids: Vec<u64> = responses.iter().filter_map(|f| f["id"].as_u64()).collect();
     ids.sort_unstable();
@@ -1254,4 +1255,188 @@ fn a_start_whose_intake_was_torn_off_is_admitted_not_refused_as_its_own_conflict
     assert_eq!(r["result"]["viewCursor"], json!(format!("v:{SID}:0")));
     let again = start(&mut h, c);
     assert_eq!(response(&again, 1), r, "and it replays value-identically");
+}
+
+#[test]
+fn shutdown_emits_session_closed_after_everything_it_ends() {
+    // PROTOCOL.md 4.1 (v4): on shutdown, the aborted approval, the ended
+    // tool call and turn come first; `session/closed` is the last event.
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    assert!(methods(&f).contains(&"approval/request".to_string()));
+    h.shutdown();
+    let f = h.take(c);
+    let m = methods(&f);
+    assert_eq!(
+        m.last().map(String::as_str),
+        Some("session/closed"),
+        "{m:?}"
+    );
+    for before in ["approval/resolved", "item/completed", "turn/completed"] {
+        assert!(m.contains(&before.to_string()), "{before} in {m:?}");
+    }
+    let resolved = f
+        .iter()
+        .find(|f| f["method"] == "approval/resolved")
+        .unwrap();
+    // The public enum is user|policy|llmJudge: the host's abort is policy.
+    assert_eq!(resolved["params"]["resolvedBy"], json!("policy"));
+    assert_eq!(resolved["params"]["decision"], json!("abort"));
+    let closed = f.last().unwrap();
+    let done = f.iter().find(|f| f["method"] == "turn/completed").unwrap();
+    assert_eq!(
+        closed["params"]["viewCursor"], done["params"]["viewCursor"],
+        "the final head is the turn's terminal"
+    );
+}
+
+#[test]
+fn approval_records_live_on_their_review_stream() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let requested = f
+        .iter()
+        .find(|f| f["method"] == "approval/requested")
+        .unwrap();
+    let p = &requested["params"];
+    let stream = &p["sourceRange"]["stream"];
+    assert_eq!(stream["kind"], json!("approval.review"));
+    assert_eq!(p["sourceRange"]["first"]["sequence"], json!(1));
+    assert_ne!(stream["id"], p["approvalId"]);
+    assert_ne!(p["taskId"], p["itemId"], "the task is not the item");
+    let tool = f
+        .iter()
+        .find(|f| f["method"] == "item/started")
+        .expect("the tool call opens");
+    assert_eq!(tool["params"]["item"]["kind"], json!("toolCall"));
+    assert_eq!(
+        tool["params"]["sourceRange"]["stream"],
+        json!({"kind": "session", "id": SID}),
+        "a toolCall item is on the session stream"
+    );
+    let aid = p["approvalId"].as_str().unwrap();
+    let ok = req(
+        &mut h,
+        c,
+        3,
+        "approval/decide",
+        json!({"sessionId": SID, "commandId": cid(20), "approvalId": aid, "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"}),
+    );
+    let resolved = ok
+        .iter()
+        .find(|f| f["method"] == "approval/resolved")
+        .unwrap();
+    assert_eq!(resolved["params"]["sourceRange"]["stream"], *stream);
+    assert_eq!(
+        resolved["params"]["sourceRange"]["first"]["sequence"],
+        json!(2)
+    );
+}
+
+#[test]
+fn view_page_backward_is_ascending_and_anchors_at_its_oldest() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "hi", json!({}));
+    let cursor = |n: u64| json!(format!("v:{SID}:{n}"));
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "view/page",
+        json!({"sessionId": SID, "limit": 2, "direction": "backward"}),
+    );
+    let r = &response(&f, 3)["result"];
+    let got: Vec<&Value> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["params"]["viewCursor"])
+        .collect();
+    assert_eq!(
+        got,
+        [&cursor(3), &cursor(4)],
+        "the newest two, oldest first"
+    );
+    assert_eq!(r["nextCursor"], cursor(3));
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "view/page",
+        json!({"sessionId": SID, "limit": 5, "direction": "backward", "cursor": cursor(3)}),
+    );
+    let r = &response(&f, 4)["result"];
+    let got: Vec<&Value> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["params"]["viewCursor"])
+        .collect();
+    assert_eq!(got, [&cursor(1), &cursor(2)]);
+    assert_eq!(r["nextCursor"], Value::Null, "the beginning");
+}
+
+#[test]
+fn a_failed_launch_reason_is_its_text_and_replays_carry_it() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!fail-launch", json!({}));
+    let done = f.iter().find(|f| f["method"] == "turn/completed").unwrap();
+    let text = "scripted launch failure (!fail-launch)";
+    assert_eq!(done["params"]["reason"], json!(text));
+    assert_eq!(done["params"]["error"]["message"], json!(text));
+    let replay = turn(&mut h, c, 3, 10, "!fail-launch", json!({}));
+    let e = &response(&replay, 3)["error"];
+    assert_eq!(e["data"]["reason"], json!("launch_failed"));
+    assert_eq!(e["message"], json!(text));
+    assert_eq!(
+        e["data"],
+        json!({"kind": "commandRejected", "commandId": cid(10), "reason": "launch_failed"})
+    );
+}
+
+#[test]
+fn a_retried_provider_failure_is_announced_then_the_turn_goes_on() {
+    use crate::core::agent::{RETRY_ATTEMPTS_MAX, RETRY_DELAY_MS, RETRY_REASON};
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!retry 1 hi", json!({}));
+    let retry = f
+        .iter()
+        .find(|f| f["method"] == "turn/retryScheduled")
+        .expect("the retry is announced at once");
+    let p = &retry["params"];
+    assert_eq!(p["attempt"], json!(1));
+    assert_eq!(p["nextAttempt"], json!(2));
+    assert_eq!(p["maxAttempts"], json!(RETRY_ATTEMPTS_MAX));
+    assert_eq!(p["retryDelayMs"], json!(RETRY_DELAY_MS));
+    assert_eq!(p["reason"], json!(RETRY_REASON));
+    assert_eq!(
+        p["sourceRange"]["stream"],
+        json!({"kind": "session", "id": SID})
+    );
+    assert!(!methods(&f).contains(&"turn/completed".to_string()));
+    h.advance(RETRY_DELAY_MS - 1);
+    assert!(!methods(&h.take(c)).contains(&"item/delta".to_string()));
+    h.advance(1000);
+    let f = h.take(c);
+    let done = f.iter().find(|f| f["method"] == "turn/completed").unwrap();
+    assert_eq!(done["params"]["terminal"], json!("completed"));
+    // Past the bound the turn fails with a model error.
+    let f = turn(&mut h, c, 3, 11, "!retry 5 hi", json!({}));
+    assert_eq!(
+        methods(&f)
+            .iter()
+            .filter(|m| *m == "turn/retryScheduled")
+            .count(),
+        1
+    );
+    h.advance(10 * RETRY_DELAY_MS);
+    let f = h.take(c);
+    let done = f.iter().find(|f| f["method"] == "turn/completed").unwrap();
+    assert_eq!(done["params"]["terminal"], json!("failed"));
+    assert_eq!(done["params"]["error"]["kind"], json!("modelError"));
 }

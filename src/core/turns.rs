@@ -12,6 +12,30 @@ use super::session::TurnStatus;
 use super::{CrashPoint, Durability, EffectMode, EffectOutcome, Output};
 use crate::proto::ids::id_key;
 
+/// The stream kind of an approval's review records (PROTOCOL.md 4.5).
+pub(crate) const APPROVAL_STREAM: &str = "approval.review";
+
+/// The review stream id an `approval/requested` was recorded on; its
+/// `approval/resolved` goes on the same stream.
+pub(crate) fn review_stream_id(requested: &Value) -> String {
+    requested
+        .pointer("/sourceRange/stream/id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The text a failed launch recorded as its `turn/completed.reason` (the
+/// turn id of a fresh or queued turn is its command id).
+fn launch_failure_text(s: &super::session::Session, turn_id: &str) -> Option<String> {
+    s.events
+        .iter()
+        .rev()
+        .find(|e| e.method == "turn/completed" && e.params["turnId"] == turn_id)
+        .and_then(|e| e.params["reason"].as_str())
+        .map(str::to_string)
+}
+
 impl Host {
     /// Emits a durable view event: numbered, recorded, staged for
     /// subscribers. `stream` is the source stream `(kind, id)`.
@@ -77,6 +101,10 @@ impl Host {
         });
     }
 
+    /// Emits an item event. Messages are run records (`{kind: "run", id:
+    /// turnId}`); a `toolCall` item is the session stream's mirror of the
+    /// task record (`{kind: "session", id: sessionId}`), where the golden
+    /// transcripts put it (PROTOCOL.md 4.5).
     fn emit_item(
         &mut self,
         sid: &str,
@@ -85,9 +113,14 @@ impl Host {
         turn_id: &str,
         cause: Option<&str>,
     ) {
+        let on_session = item["kind"] == "toolCall";
         let mut p = Map::new();
         p.insert("item".into(), item);
-        self.emit(sid, method, p, ("run", turn_id), cause);
+        if on_session {
+            self.emit(sid, method, p, ("session", sid), cause);
+        } else {
+            self.emit(sid, method, p, ("run", turn_id), cause);
+        }
     }
 
     /// An item skeleton with the host's timestamp.
@@ -113,7 +146,9 @@ impl Host {
     }
 
     /// Launches a turn. `queued` selects the failure reason
-    /// (`deferred_start_failed` vs `launch_failed`).
+    /// (`deferred_start_failed` vs `launch_failed`). A failed launch's
+    /// `turn/completed.reason` is the failure's text, and so is the
+    /// message of the rejection every replay answers (PROTOCOL.md 4.3).
     pub(crate) fn launch(
         &mut self,
         sid: &str,
@@ -138,7 +173,7 @@ impl Host {
                 let mut p = Map::new();
                 p.insert("turnId".into(), json!(turn_id));
                 p.insert("terminal".into(), json!("failed"));
-                p.insert("reason".into(), json!(reason));
+                p.insert("reason".into(), json!(message));
                 p.insert(
                     "error".into(),
                     json!({"kind": "launchError", "message": message, "retryable": true}),
@@ -146,6 +181,7 @@ impl Host {
                 self.emit(sid, "turn/completed", p, ("run", turn_id), Some(command_id));
                 let error =
                     crate::proto::RpcError::command_rejected("turn/start", command_id, reason)
+                        .with_message(message)
                         .to_value();
                 self.settle_if_pending(sid, command_id, Outcome::Rejected { error });
             }
@@ -298,6 +334,11 @@ impl Host {
                     item.insert("tool".into(), json!(tool));
                     item.extend(extra);
                     let approval_id = approval.as_ref().map(|_| self.mint_id());
+                    // An approval's review records live on a stream of their
+                    // own, and it names the task that asked; both ids are
+                    // minted here, distinct from the item's (the golden
+                    // transcripts' shape, PROTOCOL.md 4.5).
+                    let review = approval.as_ref().map(|_| (self.mint_id(), self.mint_id()));
                     if let Some(a) = &approval_id {
                         item.insert("approvalId".into(), json!(a));
                     }
@@ -309,12 +350,12 @@ impl Host {
                             .task_ends
                             .insert(item_id.clone(), end);
                     }
-                    match (approval, approval_id) {
-                        (Some(spec), Some(approval_id)) => {
+                    match (approval, approval_id, review) {
+                        (Some(spec), Some(approval_id), Some((review_id, task_id))) => {
                             let mut p = Map::new();
                             p.insert("approvalId".into(), json!(approval_id));
                             p.insert("turnId".into(), json!(turn_id));
-                            p.insert("taskId".into(), json!(item_id));
+                            p.insert("taskId".into(), json!(task_id));
                             p.insert("itemId".into(), json!(item_id));
                             p.insert("toolCallId".into(), json!(item_id));
                             p.insert("toolName".into(), json!(spec.tool_name));
@@ -328,7 +369,13 @@ impl Host {
                             p.insert("protectedWrite".into(), json!(false));
                             p.insert("judgeEscalated".into(), json!(false));
                             p.extend(spec.extra);
-                            self.emit(sid, "approval/requested", p, ("run", &turn_id), None);
+                            self.emit(
+                                sid,
+                                "approval/requested",
+                                p,
+                                (APPROVAL_STREAM, &review_id),
+                                None,
+                            );
                             let l = self.loaded_mut(sid).expect("loaded");
                             let last = l.staged.last().cloned();
                             if let Some(Staged::Note {
@@ -352,6 +399,18 @@ impl Host {
                         _ if background_ms.is_none() => self.run_mut(sid).open_tool = Some(item_id),
                         _ => {}
                     }
+                }
+                Step::RetryScheduled(r) => {
+                    // Durable and non-terminal; the session stream's mirror
+                    // of the task record, as the public transcript has it.
+                    let mut p = Map::new();
+                    p.insert("turnId".into(), json!(turn_id));
+                    p.insert("attempt".into(), json!(r.attempt));
+                    p.insert("nextAttempt".into(), json!(r.next_attempt));
+                    p.insert("maxAttempts".into(), json!(r.max_attempts));
+                    p.insert("retryDelayMs".into(), json!(r.retry_delay_ms));
+                    p.insert("reason".into(), json!(r.reason));
+                    self.emit(sid, "turn/retryScheduled", p, ("session", sid), None);
                 }
                 Step::CompleteTool { status, extra } => {
                     if let Some(item_id) = self.run_mut(sid).open_tool.take() {
@@ -461,9 +520,11 @@ impl Host {
         self.emit(sid, "turn/completed", p, ("run", &turn_id), None);
     }
 
-    /// Resolves pending approvals (of one turn, or all) as `abort`.
+    /// Resolves pending approvals (of one turn, or all) as `abort`, decided
+    /// by the host's policy (`resolvedBy: "policy"`: the public enum is
+    /// `user|policy|llmJudge`).
     fn abort_approvals(&mut self, sid: &str, turn: Option<&str>) {
-        let pending: Vec<(String, String, String)> = self
+        let pending: Vec<(String, String, String, String)> = self
             .loaded(sid)
             .map(|l| {
                 l.s.pending_approvals()
@@ -477,21 +538,28 @@ impl Host {
                                 .to_string(),
                             a.item_id.clone(),
                             a.turn_id.clone(),
+                            review_stream_id(&a.params),
                         )
                     })
                     .collect()
             })
             .unwrap_or_default();
-        for (approval_id, item_id, turn_id) in pending {
+        for (approval_id, item_id, turn_id, review_id) in pending {
             let mut p = Map::new();
             p.insert("approvalId".into(), json!(approval_id));
             p.insert("itemId".into(), json!(item_id));
             p.insert("turnId".into(), json!(turn_id));
             p.insert("decision".into(), json!("abort"));
             p.insert("policyResult".into(), json!("deny"));
-            p.insert("resolvedBy".into(), json!("system"));
+            p.insert("resolvedBy".into(), json!("policy"));
             p.insert("stageEvidence".into(), json!([]));
-            self.emit(sid, "approval/resolved", p, ("run", &turn_id), None);
+            self.emit(
+                sid,
+                "approval/resolved",
+                p,
+                (APPROVAL_STREAM, &review_id),
+                None,
+            );
             let still_open = self
                 .loaded(sid)
                 .and_then(|l| l.s.item(&item_id))
@@ -707,13 +775,13 @@ impl Host {
                     } else {
                         "launch_failed"
                     };
+                    let mut error =
+                        crate::proto::RpcError::command_rejected(&method, &command_id, reason);
+                    if let Some(text) = launch_failure_text(&l.s, &command_id) {
+                        error = error.with_message(text);
+                    }
                     Outcome::Rejected {
-                        error: crate::proto::RpcError::command_rejected(
-                            &method,
-                            &command_id,
-                            reason,
-                        )
-                        .to_value(),
+                        error: error.to_value(),
                     }
                 }
                 _ if l.s.effect_seen.contains(&key) => Outcome::Applied,

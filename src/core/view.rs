@@ -37,6 +37,29 @@ pub fn iso8601(unix_ms: u64) -> String {
     )
 }
 
+/// The effective approval mode (public `EffectiveApprovalModeState`). No
+/// command sets it; its `source` is `startup` until the session is
+/// resumed, `replay` from then on (the public transcripts' vocabulary:
+/// every `session/start` answer says `startup`, every `session/resume`
+/// answer `replay`).
+pub fn approval_mode(s: &Session) -> Value {
+    let source = if s.resumed { "replay" } else { "startup" };
+    json!({"mode": "promptUnmatched", "source": source, "lastCommandId": null})
+}
+
+/// Marks a `session/resume` answer built before its own intake was folded:
+/// the mode it reports is the replayed one.
+pub fn as_resumed(result: &mut Value) {
+    for p in [
+        "/session/approvalMode/source",
+        "/history/snapshot/state/approvalMode/source",
+    ] {
+        if let Some(v) = result.pointer_mut(p) {
+            *v = json!("replay");
+        }
+    }
+}
+
 /// The `Session` object.
 pub fn session_value(s: &Session, status: &str, path: &str) -> Value {
     json!({
@@ -49,7 +72,7 @@ pub fn session_value(s: &Session, status: &str, path: &str) -> Value {
         "workspaceRoot": s.workspace_root,
         "providerId": "msp",
         "modelId": "scripted",
-        "approvalMode": {"mode": "promptUnmatched", "source": "startup", "lastCommandId": null},
+        "approvalMode": approval_mode(s),
         "forkedFrom": null,
         "activeTurnId": s.running,
     })
@@ -77,12 +100,13 @@ pub fn snapshot_value(s: &Session) -> Value {
                 "approvalId": a.params["approvalId"], "itemId": a.item_id, "viewCursor": a.cursor,
             })).collect::<Vec<_>>(),
             "pendingUserInputs": [],
-            "approvalMode": {"mode": "promptUnmatched", "source": "startup", "lastCommandId": null},
+            "approvalMode": approval_mode(s),
             "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
             "goal": null,
             "todoList": null,
             "branch": null,
-            "tokenUsage": {"inputTokens": 0, "outputTokens": 0, "cachedTokens": 0, "reasoningTokens": 0},
+            // Public `CumulativeTokenUsage`; the scripted agent counts none.
+            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
             "turnCount": s.turn_count,
             "pendingCommands": s.pending_commands(),
             "revision": s.revision,
@@ -101,7 +125,11 @@ pub fn pending_requests_value(s: &Session) -> Value {
     )
 }
 
-/// Unframed page events (`{method, params}`).
+/// Unframed page events (`{method, params}`), ascending by cursor in both
+/// directions (public `ViewPageResult`): backward takes the `limit` events
+/// just before `after` and returns them oldest first. `nextCursor` is the
+/// anchor of the next page in the same direction (forward the last
+/// event's cursor, backward the first's), `null` at the end.
 fn page(s: &Session, synced_bytes: u64, limit: usize, after: Option<u64>, backward: bool) -> Value {
     let durable: Vec<_> = s
         .events
@@ -125,19 +153,20 @@ fn page(s: &Session, synced_bytes: u64, limit: usize, after: Option<u64>, backwa
             .collect()
     };
     let more = picked.len() > limit;
-    let events: Vec<Value> = picked
+    let mut taken: Vec<_> = picked.iter().take(limit).collect();
+    // The far end of the page in the walking direction anchors the next.
+    let next = match taken.last() {
+        Some(e) if more => json!(s.cursor(e.n)),
+        _ => Value::Null,
+    };
+    if backward {
+        taken.reverse();
+    }
+    debug_assert!(taken.windows(2).all(|w| w[0].n < w[1].n), "ascending");
+    let events: Vec<Value> = taken
         .iter()
-        .take(limit)
         .map(|e| json!({"method": e.method, "params": e.params}))
         .collect();
-    let next = if more {
-        picked
-            .get(limit - 1)
-            .map(|e| json!(s.cursor(e.n)))
-            .unwrap_or(Value::Null)
-    } else {
-        Value::Null
-    };
     json!({"events": events, "nextCursor": next})
 }
 

@@ -30,36 +30,54 @@ pub enum DurabilityArg {
     Ephemeral,
 }
 
-/// The arguments of `msp serve`.
+/// The arguments of `msp serve` (also the `serve` subcommand of the `msp`
+/// command line, [`crate::cli`]).
 #[derive(Debug, Parser)]
-#[command(name = "msp serve", about = "Run the MSP/1 command-plane host")]
+#[command(
+    name = "msp serve",
+    about = "Run the MSP/1 command-plane host (PROTOCOL.md section 1)",
+    long_about = "Run the MSP/1 command-plane host (PROTOCOL.md section 1): JSON-RPC 2.0, one \
+object per line, on exactly one transport. End of stdin (with --stdio) or SIGTERM is an \
+orderly shutdown: every loaded session is unloaded (session/closed, hostShutdown), then \
+the process exits 0.",
+    after_help = "Exit codes: 0 after an orderly shutdown, 1 when the host cannot start or its \
+shutdown did not complete, 2 for a bad command line.\n\
+A client connects to --listen ADDR over TCP or to --socket PATH as a Unix stream socket, \
+sends `initialize`, then the `initialized` notification, one JSON object per line."
+)]
 #[command(group(ArgGroup::new("transport").required(true).args(["stdio", "listen", "socket"])))]
 pub struct ServeArgs {
     /// Serve one client on stdin/stdout; end of stdin shuts down.
     #[arg(long)]
     pub stdio: bool,
-    /// Listen on a TCP address (loopback only unless --allow-non-loopback).
+    /// Listen on a TCP address, e.g. 127.0.0.1:7777 (port 0 picks a free
+    /// one; the bound address is printed on stderr); loopback only unless
+    /// --allow-non-loopback.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// Listen on a Unix socket at this path.
+    /// Listen on a Unix socket at this path (a stale socket file is
+    /// replaced).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// The data directory (created if missing).
+    /// The data directory, created if missing: session logs and leases
+    /// under DIR/sessions/<sessionId>/.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Whether sessions survive the process.
     #[arg(long, value_enum, default_value = "durable")]
     pub durability: DurabilityArg,
-    /// The inbound frame limit in bytes (default 10 MiB).
-    #[arg(long, value_name = "N")]
-    pub frame_limit_bytes: Option<usize>,
-    /// Unload idle sessions after this many ms (0 never; default 600000).
-    #[arg(long, value_name = "N")]
-    pub idle_unload_ms: Option<u64>,
-    /// Allow --listen on a non-loopback address.
+    /// The inbound frame limit in bytes (10 MiB); a longer line gets
+    /// -32002 inputTooLarge.
+    #[arg(long, value_name = "N", default_value_t = crate::proto::framing::DEFAULT_FRAME_LIMIT_BYTES)]
+    pub frame_limit_bytes: usize,
+    /// Unload a session after this many ms of idleness (0: never).
+    #[arg(long, value_name = "N", default_value_t = crate::core::DEFAULT_IDLE_UNLOAD_MS)]
+    pub idle_unload_ms: u64,
+    /// Allow --listen on a non-loopback address (off by default).
     #[arg(long)]
     pub allow_non_loopback: bool,
-    /// Give every intake an fsync of its own (benchmark baseline only).
+    /// Give every intake an fsync of its own (off by default; the
+    /// benchmark's baseline, never for production).
     #[arg(long)]
     pub no_group_commit: bool,
 }
@@ -93,7 +111,7 @@ impl ServeArgs {
                 )));
             }
         }
-        if self.frame_limit_bytes == Some(0) {
+        if self.frame_limit_bytes == 0 {
             return Err(ServeError::Usage(
                 "--frame-limit-bytes must be at least 1".into(),
             ));
@@ -108,12 +126,8 @@ impl ServeArgs {
             DurabilityArg::Ephemeral => Durability::Ephemeral,
         };
         let mut cfg = HostConfig::new(home, durability, seed);
-        if let Some(n) = self.frame_limit_bytes {
-            cfg.frame_limit_bytes = n;
-        }
-        if let Some(ms) = self.idle_unload_ms {
-            cfg.idle_unload_ms = ms;
-        }
+        cfg.frame_limit_bytes = self.frame_limit_bytes;
+        cfg.idle_unload_ms = self.idle_unload_ms;
         cfg.group_commit = !self.no_group_commit;
         cfg
     }
@@ -153,6 +167,12 @@ pub fn serve_main(args: Vec<String>) -> i32 {
                 return code;
             }
         };
+    serve_exit(parsed)
+}
+
+/// Runs `msp serve` with parsed arguments; returns the exit code (the
+/// reason for a failure is printed on stderr).
+pub fn serve_exit(parsed: ServeArgs) -> i32 {
     match serve(parsed) {
         Ok(code) => code,
         Err(e) => {

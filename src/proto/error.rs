@@ -1,7 +1,10 @@
 //! The error table of PROTOCOL.md section 3 as one typed value.
 //!
-//! Every `error.data` carries `kind` and `retryable`. `message` is free text
-//! that clients never compare.
+//! Every `error.data` carries `kind`. `retryable` follows the public
+//! `ErrorData` rule (PROTOCOL.md v4 section 3): absent means the error
+//! table's default for the code, so this host writes it only where it
+//! differs from that default. `message` is free text that clients never
+//! compare.
 
 use serde_json::{json, Map, Value};
 
@@ -12,7 +15,8 @@ pub struct RpcError {
     pub code: i64,
     /// Free text for humans.
     pub message: String,
-    /// `error.data`, always an object with `kind` and `retryable`.
+    /// `error.data`, always an object with `kind`; `retryable` only where
+    /// it differs from [`default_retryable`] of the code.
     pub data: Map<String, Value>,
 }
 
@@ -20,7 +24,9 @@ impl RpcError {
     fn new(code: i64, kind: &str, retryable: bool, message: impl Into<String>) -> Self {
         let mut data = Map::new();
         data.insert("kind".into(), json!(kind));
-        data.insert("retryable".into(), json!(retryable));
+        if default_retryable(code) != Some(retryable) {
+            data.insert("retryable".into(), json!(retryable));
+        }
         RpcError {
             code,
             message: message.into(),
@@ -31,6 +37,12 @@ impl RpcError {
     /// Adds one member to `data`.
     pub fn with(mut self, key: &str, value: Value) -> Self {
         self.data.insert(key.to_string(), value);
+        self
+    }
+
+    /// Replaces the free-text message (a launch failure's text, say).
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
         self
     }
 
@@ -195,9 +207,27 @@ impl RpcError {
         .with("currentRequirementId", current)
     }
 
-    /// The `error` member of a response.
+    /// Whether a client may retry: `data.retryable` when present, else the
+    /// code's default (false for a code outside the table).
+    pub fn retryable(&self) -> bool {
+        self.data
+            .get("retryable")
+            .and_then(Value::as_bool)
+            .or(default_retryable(self.code))
+            .unwrap_or(false)
+    }
+
+    /// The `error` member of a response. A `retryable` equal to the code's
+    /// default is left out, so an answer recorded by an earlier version
+    /// (which always wrote it) is sent in today's shape.
     pub fn to_value(&self) -> Value {
-        json!({ "code": self.code, "message": self.message, "data": Value::Object(self.data.clone()) })
+        let mut data = self.data.clone();
+        if data.get("retryable").and_then(Value::as_bool).is_some()
+            && data.get("retryable").and_then(Value::as_bool) == default_retryable(self.code)
+        {
+            data.remove("retryable");
+        }
+        json!({ "code": self.code, "message": self.message, "data": Value::Object(data) })
     }
 
     /// Parses an `error` member back (used for answers stored in the log).
@@ -207,6 +237,20 @@ impl RpcError {
             message: v.get("message")?.as_str()?.to_string(),
             data: v.get("data")?.as_object()?.clone(),
         })
+    }
+}
+
+/// The `retryable` default of an error code: the `errors` table of the
+/// public schema (`schema/msp.schema.json`) for the codes this host sends.
+/// `None` for a code outside that table.
+pub fn default_retryable(code: i64) -> Option<bool> {
+    match code {
+        -32001 | -32031 => Some(true),
+        -32700 | -32600 | -32601 | -32602 | -32603 | -32002 | -32010 | -32011 | -32020 | -32021
+        | -32022 | -32023 | -32024 | -32025 | -32030 | -32032 | -32033 | -32038 | -32040
+        | -32041 | -32042 | -32050 | -32051 | -32052 | -32053 | -32054 | -32055 | -32056
+        | -32057 => Some(false),
+        _ => None,
     }
 }
 
@@ -221,7 +265,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_error_has_kind_and_retryable() {
+    fn every_error_has_kind_and_retryable_only_off_default() {
         let all = [
             RpcError::parse_error("x"),
             RpcError::invalid_request("x"),
@@ -246,9 +290,11 @@ mod tests {
         ];
         for e in all {
             assert!(e.data.get("kind").is_some_and(Value::is_string), "{e}");
+            let written = e.data.get("retryable").and_then(Value::as_bool);
+            assert_ne!(written, default_retryable(e.code), "{e}");
             assert!(
-                e.data.get("retryable").is_some_and(Value::is_boolean),
-                "{e}"
+                default_retryable(e.code).is_some(),
+                "{e}: code in the table"
             );
             assert_eq!(RpcError::from_value(&e.to_value()), Some(e.clone()));
         }
@@ -256,14 +302,36 @@ mod tests {
 
     #[test]
     fn retryable_rows() {
-        assert_eq!(RpcError::overloaded("x").data["retryable"], json!(true));
+        // overloaded is retryable by default: nothing written.
+        assert!(RpcError::overloaded("x").data.get("retryable").is_none());
+        assert!(RpcError::overloaded("x").retryable());
+        // internal is not: storageUnavailable overrides it.
         assert_eq!(
             RpcError::storage_unavailable("x").data["retryable"],
             json!(true)
         );
+        assert!(RpcError::storage_unavailable("x").retryable());
+        // commandRejected data is exactly {kind, commandId, reason}.
+        let r = RpcError::command_rejected("m", "c", "r");
+        let keys: Vec<&str> = r.data.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["commandId", "kind", "reason"]);
+        assert!(!r.retryable());
+    }
+
+    #[test]
+    fn a_recorded_default_retryable_is_not_sent() {
+        // An answer recorded before v4 carries `retryable: false`.
+        let old = json!({"code": -32030, "message": "m", "data": {"kind": "commandRejected", "commandId": "c", "reason": "r", "retryable": false}});
+        let e = RpcError::from_value(&old).unwrap();
         assert_eq!(
-            RpcError::command_rejected("m", "c", "r").data["retryable"],
-            json!(false)
+            e.to_value()["data"],
+            json!({"kind": "commandRejected", "commandId": "c", "reason": "r"})
+        );
+        // An override is kept.
+        let over = json!({"code": -32603, "message": "m", "data": {"kind": "internal", "retryable": true}});
+        assert_eq!(
+            RpcError::from_value(&over).unwrap().to_value()["data"]["retryable"],
+            json!(true)
         );
     }
 }

@@ -12,7 +12,15 @@ pub struct Script {
     pub effect: Option<(String, String)>,
     /// `!task N`.
     pub task_ms: Option<u64>,
+    /// `!retry N`: the first N model attempts fail retryably.
+    pub retry_failures: u64,
 }
+
+/// `!retry N`: model attempts per turn; the failure of the last one ends
+/// the turn `failed` with a `modelError`.
+pub const RETRY_ATTEMPTS_MAX: u64 = 3;
+/// `!retry N`: the wait before each retried attempt (host ms).
+pub const RETRY_DELAY_MS: u64 = 2000;
 
 /// Reads the directives at the start of `text`: each a `!word` and its
 /// arguments, separated by whitespace; the first other word ends them.
@@ -32,6 +40,10 @@ pub fn script(text: &str) -> Script {
             },
             "!task" => match words.next().and_then(|n| n.parse::<u64>().ok()) {
                 Some(n) => s.task_ms = Some(n),
+                None => break,
+            },
+            "!retry" => match words.next().and_then(|n| n.parse::<u64>().ok()) {
+                Some(n) => s.retry_failures = n,
                 None => break,
             },
             _ => break,
@@ -79,6 +91,7 @@ mod tests {
         assert_eq!(s.effect, Some(("keyed".into(), "a-1".into())));
         assert!(!script("x !fail-launch").fail_launch);
         assert_eq!(script("!task 40").task_ms, Some(40));
+        assert_eq!(script("!retry 2 x").retry_failures, 2);
         assert_eq!(message("a", &["b".into(), "c".into()]), "echo: a | b | c");
     }
 }

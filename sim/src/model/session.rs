@@ -53,6 +53,8 @@ pub struct Turn {
     pub tool: Option<String>,
     /// The writer (host, incarnation) that launched it.
     pub launched_by: Option<(usize, u64)>,
+    /// `emittedAtMs` of each `turn/retryScheduled`, in order.
+    pub retries: Vec<u64>,
 }
 
 /// An approval.
@@ -483,6 +485,7 @@ impl Sess {
                 message_done: false,
                 tool: None,
                 launched_by: None,
+                retries: Vec::new(),
             },
         );
     }
@@ -845,6 +848,7 @@ impl Sess {
             "approval/requested" => self.approval_requested(rep, p),
             "approval/resolved" => self.approval_resolved(rep, p),
             "state/updated" => self.state_updated(rep, p),
+            "turn/retryScheduled" => self.retry_scheduled(rep, p, at_ms),
             other => rep.fail(
                 "turn-lifecycle",
                 &format!("method {other}"),
@@ -991,6 +995,24 @@ impl Sess {
                         format!("session {id}: recovery ended turn {t} with {p}, not failed/crash"),
                     );
                 }
+                let model_failed = turn.script.retry_failures >= agent::RETRY_ATTEMPTS_MAX;
+                if p["error"]["kind"] == "modelError" {
+                    let ok = terminal == "failed"
+                        && model_failed
+                        && turn.retries.len() as u64 == agent::RETRY_ATTEMPTS_MAX - 1
+                        && !turn.message_done;
+                    rep.check(ok, "scripted-agent", &format!("modelerror {t}"), || {
+                        format!(
+                            "session {id}: turn {t} (`{}`) ended {p} after {} retries",
+                            turn.text,
+                            turn.retries.len()
+                        )
+                    });
+                } else if terminal == "completed" {
+                    rep.check(!model_failed, "scripted-agent", &format!("retry-bound {t}"), || {
+                        format!("session {id}: turn {t} (`{}`) completed though its model attempts all fail", turn.text)
+                    });
+                }
                 if terminal == "completed" {
                     rep.hit("4.3 turn/completed completed");
                     rep.check(
@@ -1033,6 +1055,49 @@ impl Sess {
                     turn.st
                 ),
             ),
+        }
+    }
+
+    /// `turn/retryScheduled`: a failed model attempt of a `!retry N` turn,
+    /// below the attempt bound (PROTOCOL.md 5 and the public schema).
+    fn retry_scheduled(&mut self, rep: &mut Report, p: &Value, at_ms: u64) {
+        let id = self.id.clone();
+        let t = s(&p["turnId"]);
+        let running = self.running.as_deref() == Some(t.as_str());
+        let Some(turn) = self.turns.get(&t).cloned().filter(|_| running) else {
+            rep.fail(
+                "turn-lifecycle",
+                &format!("retry {t}"),
+                format!("session {id}: turn/retryScheduled of {t}, which is not running"),
+            );
+            return;
+        };
+        let attempt = turn.retries.len() as u64 + 1;
+        let want = json!({
+            "turnId": t, "attempt": attempt, "nextAttempt": attempt + 1,
+            "maxAttempts": agent::RETRY_ATTEMPTS_MAX, "retryDelayMs": agent::RETRY_DELAY_MS,
+        });
+        let mut got = p.clone();
+        if let Some(o) = got.as_object_mut() {
+            for k in ["sessionId", "viewCursor", "sourceRange", "reason"] {
+                o.remove(k);
+            }
+        }
+        let ok = got == want
+            && p["reason"].is_string()
+            && attempt <= turn.script.retry_failures
+            && attempt < agent::RETRY_ATTEMPTS_MAX
+            && !turn.message_done;
+        rep.check(ok, "scripted-agent", &format!("retry {t} {attempt}"), || {
+            format!("session {id}: {p} is not attempt {attempt} of turn {t} (`{}`) as its script schedules it", turn.text)
+        });
+        if let Some(prev) = turn.retries.last() {
+            rep.check(at_ms >= prev + agent::RETRY_DELAY_MS, "scripted-agent", &format!("retry-wait {t}"), || {
+                format!("session {id}: turn {t} retried {} ms after its previous failure, before the {} ms backoff", at_ms.saturating_sub(*prev), agent::RETRY_DELAY_MS)
+            });
+        }
+        if let Some(x) = self.turns.get_mut(&t) {
+            x.retries.push(at_ms);
         }
     }
 
@@ -1329,6 +1394,13 @@ impl Sess {
             for k in ["sessionId", "viewCursor", "sourceRange"] {
                 o.remove(k);
             }
+        }
+        // The approval's task id is the host's to mint (the public
+        // transcripts' approval task ids are neither the approval's nor
+        // the item's): only its presence is judged.
+        let mut want = want;
+        if p["taskId"].is_string() {
+            want["taskId"] = p["taskId"].clone();
         }
         rep.check(
             got == want,

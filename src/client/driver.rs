@@ -144,6 +144,31 @@ struct Link {
     reader_task: tokio::task::JoinHandle<()>,
 }
 
+/// How long a spawned host gets to shut down in order after its input
+/// closed, before it is killed.
+const CHILD_EXIT_WAIT_MS: u64 = 5_000;
+
+impl Link {
+    /// Closes the link in order: our side of the stream ends, so a spawned
+    /// host sees end of input and unloads its sessions (`hostShutdown`)
+    /// before exiting; it is killed only if it does not exit in time.
+    async fn shutdown(mut self) {
+        let _ = self.writer.shutdown().await;
+        // A pipe closes only when its handle is dropped.
+        drop(std::mem::replace(
+            &mut self.writer,
+            Box::new(tokio::io::sink()),
+        ));
+        if let Some(mut child) = self.child.take() {
+            let wait =
+                tokio::time::timeout(Duration::from_millis(CHILD_EXIT_WAIT_MS), child.wait());
+            if wait.await.is_err() {
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
 impl Drop for Link {
     fn drop(&mut self) {
         self.reader_task.abort();
@@ -437,8 +462,10 @@ impl Client {
         }
     }
 
-    /// Stops the driver (the link closes; a spawned host sees end of input
-    /// and shuts down in order).
+    /// Stops the driver: the link closes in order (a spawned host sees end
+    /// of input and shuts down, unloading its sessions). A link the core
+    /// gave up on, by contrast, is dropped at once (a spawned host is
+    /// killed).
     pub async fn close(self) {
         drop(self.calls);
         let _ = self.task.await;
@@ -507,7 +534,9 @@ impl Driver {
                 }
             }
         }
-        self.link = None;
+        if let Some(link) = self.link.take() {
+            link.shutdown().await;
+        }
     }
 
     fn attach(

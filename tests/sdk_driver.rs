@@ -466,3 +466,80 @@ fn a_keyed_effect_outcome_arrives_typed_with_its_key() {
         c.close().await;
     });
 }
+
+#[test]
+fn a_host_crash_between_intake_and_ack_is_healed_by_a_replay_at_the_restarted_host() {
+    let rt = rt();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("host");
+    let sock = dir.path().join("msp.sock");
+    // Gated answer 1 is the session/start; the 2nd, the state/update, dies.
+    let (mut first, _) = start(
+        &data,
+        Via::Unix(sock.clone()),
+        &[],
+        &[("MSP_CRASH_AT", "after-intake-before-ack:2")],
+    );
+    rt.block_on(async {
+        let c = Arc::new(
+            Client::connect(Transport::Unix(sock.clone()), cfg())
+                .await
+                .expect("connect"),
+        );
+        let mut events = c.events();
+        let sid = new_session(&c).await;
+        let mut set = Map::new();
+        set.insert("x".into(), json!(1));
+        let spec = CommandSpec::StateUpdate {
+            session_id: sid.clone(),
+            expected_revision: 0,
+            set,
+        };
+        let pending = {
+            let (c, spec) = (c.clone(), spec.clone());
+            tokio::spawn(async move { c.submit(spec).await })
+        };
+        let status = tokio::task::spawn_blocking(move || {
+            let st = first.wait_exit();
+            (st, first)
+        })
+        .await
+        .expect("join");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.0.signal(), Some(6), "aborted by the failpoint");
+        // The restarted host, same data directory, same socket.
+        let (_second, _) = start(&data, Via::Unix(sock.clone()), &[], &[]);
+        let s = within("the replay at the restarted host", pending)
+            .await
+            .expect("join")
+            .expect("submit");
+        let applied = match &s.outcome {
+            CommandOutcome::Accepted(a) => {
+                assert_eq!(a.fields, AckFields::StateUpdate { revision: 1 });
+                true
+            }
+            CommandOutcome::Rejected(r) => {
+                assert_eq!(r.reason, RejectReason::Abandoned, "{r:?}");
+                false
+            }
+            other => panic!("neither the ack nor abandoned: {other:?}"),
+        };
+        let again = c
+            .submit_with_id(s.command_id.clone(), spec.to_wire())
+            .await
+            .expect("replay");
+        assert_eq!(again.outcome.answer_value(), s.outcome.answer_value());
+        let h = history(&c, &sid).await;
+        assert_eq!(count(&h, "state/updated"), usize::from(applied), "{h:#?}");
+        let mut saw = (false, false);
+        while let Ok(e) = events.try_recv() {
+            saw.0 |= e == ClientEvent::Disconnected;
+            saw.1 |= matches!(e, ClientEvent::Resumed { .. });
+        }
+        assert_eq!(
+            saw,
+            (true, true),
+            "the link dropped and the session was resumed"
+        );
+    });
+}

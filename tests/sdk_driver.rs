@@ -132,6 +132,7 @@ fn one_turn_over_stdio_tcp_and_a_unix_socket() {
 /// answer is lost with the connection). Later connections pass.
 struct CuttingProxy {
     addr: String,
+    upstream: Arc<Mutex<String>>,
     needle: Arc<Mutex<Option<String>>>,
     swallowed: Arc<Mutex<Option<Value>>>,
 }
@@ -142,12 +143,15 @@ impl CuttingProxy {
         let addr = listener.local_addr().expect("addr").to_string();
         let needle: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let swallowed = Arc::new(Mutex::new(None));
-        let (n, sw) = (needle.clone(), swallowed.clone());
+        let upstream = Arc::new(Mutex::new(upstream));
+        let (n, sw, up) = (needle.clone(), swallowed.clone(), upstream.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
-                let Ok(server) = TcpStream::connect(&upstream) else {
-                    return;
+                let target = up.lock().expect("lock").clone();
+                let Ok(server) = TcpStream::connect(&target) else {
+                    // The host is down: the client sees a closed link.
+                    continue;
                 };
                 let cut = Arc::new(AtomicBool::new(false));
                 let (c2, s2) = (
@@ -193,9 +197,15 @@ impl CuttingProxy {
         });
         CuttingProxy {
             addr,
+            upstream,
             needle,
             swallowed,
         }
+    }
+
+    /// Later connections go to `addr` (another host behind one address).
+    fn set_upstream(&self, addr: String) {
+        *self.upstream.lock().expect("lock") = addr;
     }
 
     fn arm(&self, needle: &str) {
@@ -541,5 +551,72 @@ fn a_host_crash_between_intake_and_ack_is_healed_by_a_replay_at_the_restarted_ho
             (true, true),
             "the link dropped and the session was resumed"
         );
+    });
+}
+
+#[test]
+fn an_ephemeral_hosts_unanswered_command_ends_host_lost_and_is_not_replayed() {
+    let rt = rt();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let eph = ["--durability", "ephemeral"];
+    let (first, _) = start(&dir.path().join("a"), Via::Tcp, &eph, &[]);
+    let proxy = CuttingProxy::start(first.addr.clone().expect("addr"));
+    rt.block_on(async {
+        let c = Client::connect(Transport::Tcp(proxy.addr.clone()), cfg())
+            .await
+            .expect("connect");
+        let mut events = c.events();
+        let sid = new_session(&c).await;
+        let (id, wire) = c
+            .prepare(CommandSpec::StateUpdate {
+                session_id: sid.clone(),
+                expected_revision: 0,
+                set: Map::new(),
+            })
+            .await
+            .expect("prepare");
+        // The ack is lost with the link, and the host dies: another
+        // ephemeral host answers at the same address from now on.
+        proxy.arm(&format!("\"result\":{{\"commandId\":\"{id}\""));
+        let (second, _) = start(&dir.path().join("b"), Via::Tcp, &eph, &[]);
+        let pending = {
+            let c = &c;
+            let (id, wire) = (id.clone(), wire.clone());
+            async move { c.submit_with_id(id, wire).await }
+        };
+        let swallowed = async {
+            loop {
+                if proxy.swallowed.lock().expect("lock").is_some() {
+                    proxy.set_upstream(second.addr.clone().expect("addr"));
+                    first.kill9();
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let (s, ()) = within("the lost command's end", async { tokio::join!(pending, swallowed) }).await;
+        let s = s.expect("submit");
+        assert!(
+            matches!(
+                &s.outcome,
+                CommandOutcome::Error(e) if e.kind == msp::client::ErrorKind::HostLost { ever_sent: true }
+            ),
+            "{:?}",
+            s.outcome
+        );
+        let mut lost = false;
+        while let Ok(e) = events.try_recv() {
+            lost |= e == ClientEvent::SessionLost { session_id: sid.clone() };
+        }
+        assert!(lost, "the session is reported lost");
+        let read = c
+            .read(ReadSpec::SessionRead { session_id: sid.clone() })
+            .await
+            .expect("read");
+        assert!(
+            matches!(&read, Err(e) if e.kind == msp::client::ErrorKind::SessionNotFound),
+            "the new host never had it: {read:?}"
+        );
+        drop(second);
     });
 }

@@ -571,8 +571,10 @@ impl Driver {
         self.core.handle_connected(now_ms());
     }
 
-    /// Carries out the core's outputs and hands completions and events to
-    /// their waiters.
+    /// Carries out the core's outputs and hands events, then completions,
+    /// to their receivers: an application that sees an outcome has been
+    /// sent every event that came before it (a `SessionLost` before the
+    /// `HostLost` it explains).
     async fn pump(&mut self) {
         while let Some(o) = self.core.poll_output() {
             match o {
@@ -591,6 +593,22 @@ impl Driver {
                 }
                 Output::CloseLink => self.link = None,
             }
+        }
+        while let Some(e) = self.core.poll_event() {
+            if let ClientEvent::View(v) = &e {
+                if let Notification::TurnEnded {
+                    session_id,
+                    turn_id,
+                    end,
+                } = &v.notification
+                {
+                    let key = (session_id.clone(), turn_id.clone());
+                    for w in self.turn_waits.remove(&key).unwrap_or_default() {
+                        let _ = w.send(end.clone());
+                    }
+                }
+            }
+            let _ = self.events.send(e);
         }
         while let Some(c) = self.core.poll_completion() {
             match c {
@@ -612,22 +630,6 @@ impl Driver {
                     }
                 }
             }
-        }
-        while let Some(e) = self.core.poll_event() {
-            if let ClientEvent::View(v) = &e {
-                if let Notification::TurnEnded {
-                    session_id,
-                    turn_id,
-                    end,
-                } = &v.notification
-                {
-                    let key = (session_id.clone(), turn_id.clone());
-                    for w in self.turn_waits.remove(&key).unwrap_or_default() {
-                        let _ = w.send(end.clone());
-                    }
-                }
-            }
-            let _ = self.events.send(e);
         }
     }
 

@@ -1127,7 +1127,11 @@ impl ClientCore {
     /// pending commands. A command that went to an ephemeral host ends
     /// `HostLost` (its effect unknown, never replayed elsewhere).
     fn lose_session(&mut self, sid: &SessionId) {
-        self.sessions.remove(sid);
+        let ephemeral = self
+            .sessions
+            .remove(sid)
+            .and_then(|s| s.durability)
+            .is_some_and(|d| d == Durability::Ephemeral);
         self.lost.insert(sid.clone());
         let pending: Vec<u64> = self
             .cmds
@@ -1142,15 +1146,15 @@ impl ClientCore {
                     ErrorKind::HostLost { ever_sent: true },
                     "the ephemeral host that held this session is gone; the outcome is unknown",
                 )
-            } else if c.sent_count == 0 {
+            } else if ephemeral {
                 client_error(
                     ErrorKind::HostLost { ever_sent: false },
-                    "the session is gone; the command was never sent",
+                    "the ephemeral host that held this session is gone; the command was never sent",
                 )
             } else {
                 client_error(
                     ErrorKind::SessionNotFound,
-                    "the host no longer has this session; the outcome is unknown",
+                    "the host does not have this session",
                 )
             };
             self.finish(h, outcome);

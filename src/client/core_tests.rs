@@ -733,3 +733,22 @@ fn reads_are_resent_after_a_reconnect_and_complete_with_their_result() {
     s.answer(&req, json!({"viewCursor": "c"}));
     assert!(s.done.iter().any(|c| matches!(c, Completion::Read { handle, result: Ok(v) } if *handle == h && v["viewCursor"] == "c")));
 }
+
+#[test]
+fn a_command_for_an_unknown_durable_session_ends_session_not_found() {
+    let mut s = Script::new();
+    s.link("durable");
+    let (h, _) = s.submit(turn_start("x"));
+    assert_eq!(s.count("turn/start"), 0, "the session is loaded first");
+    let resume = s.request("session/resume");
+    assert!(resume["params"].get("cursor").is_none());
+    s.fail(&resume, -32020, json!({"kind": "sessionNotFound"}));
+    assert!(matches!(
+        s.outcome(h),
+        Some(CommandOutcome::Error(ErrorInfo {
+            kind: ErrorKind::SessionNotFound,
+            ..
+        }))
+    ));
+    assert_eq!(s.count("turn/start"), 0);
+}

@@ -620,3 +620,44 @@ fn an_ephemeral_hosts_unanswered_command_ends_host_lost_and_is_not_replayed() {
         drop(second);
     });
 }
+
+#[test]
+fn the_test_hatch_provokes_command_id_conflict_and_the_original_answer_stands() {
+    let rt = rt();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, _) = start(dir.path(), Via::Tcp, &[], &[]);
+    rt.block_on(async {
+        let c = Client::connect(Transport::Tcp(server.addr.clone().expect("addr")), cfg())
+            .await
+            .expect("connect");
+        let sid = new_session(&c).await;
+        let spec = CommandSpec::TurnStart {
+            session_id: sid.clone(),
+            text: "original".into(),
+            if_busy: None,
+        };
+        let first = c.submit(spec.clone()).await.expect("submit");
+        assert!(first.outcome.ack().is_some(), "{:?}", first.outcome);
+        let mut other = spec.to_wire().params;
+        other.insert(
+            "input".into(),
+            json!([{"type": "text", "text": "another payload"}]),
+        );
+        let clash = c
+            .submit_unchecked_for_tests(first.command_id.clone(), "turn/start", other)
+            .await
+            .expect("unchecked");
+        assert_eq!(
+            clash.outcome.rejection().map(|r| r.reason.clone()),
+            Some(RejectReason::CommandIdConflict)
+        );
+        let again = c
+            .submit_with_id(first.command_id.clone(), spec.to_wire())
+            .await
+            .expect("replay");
+        assert_eq!(again.outcome.answer_value(), first.outcome.answer_value());
+        let h = history(&c, &sid).await;
+        assert_eq!(count(&h, "turn/started"), 1);
+        c.close().await;
+    });
+}

@@ -487,6 +487,22 @@ impl ClientCore {
         Ok(CommandHandle(h))
     }
 
+    /// **Not for applications.** Writes `line` (one frame, `\n` added if
+    /// missing) on the current link as is, untracked: an answer to it is
+    /// ignored. For test workloads that must send what no SDK call would
+    /// (a malformed frame, a frame with a foreign request id). Returns
+    /// false when no link is ready.
+    pub fn send_raw_line_for_tests(&mut self, mut line: Vec<u8>) -> bool {
+        if !self.is_ready() {
+            return false;
+        }
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        self.outputs.push_back(Output::Send(line));
+        true
+    }
+
     /// Sends a read; it is re-sent after a reconnect until answered.
     pub fn read(&mut self, now_ms: u64, spec: ReadSpec) -> Result<ReadHandle, SubmitError> {
         let h = self.alloc_pending()?;

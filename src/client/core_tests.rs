@@ -752,3 +752,88 @@ fn a_command_for_an_unknown_durable_session_ends_session_not_found() {
     ));
     assert_eq!(s.count("turn/start"), 0);
 }
+
+#[test]
+fn the_raw_line_hatch_sends_as_is_only_on_a_ready_link() {
+    let mut s = Script::new();
+    assert!(!s.core.send_raw_line_for_tests(b"{}".to_vec()));
+    s.link("durable");
+    assert!(s
+        .core
+        .send_raw_line_for_tests(br#"{"jsonrpc":"2.0","id":"x","method":"nope"}"#.to_vec()));
+    s.drain();
+    assert_eq!(s.sent.last().expect("sent")["id"], "x");
+    s.server(json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -32601}}));
+    assert!(s.done.is_empty(), "an untracked answer completes nothing");
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame() -> impl Strategy<Value = Value> {
+        let id = prop_oneof![
+            Just(Value::Null),
+            (0u64..12).prop_map(|n| json!(n)),
+            "[a-z]{0,3}".prop_map(Value::String),
+        ];
+        let any = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z:0-9-]{0,12}".prop_map(Value::String),
+            Just(
+                json!({"session": {"sessionId": SID}, "viewCursor": 3, "history": {"mode": "snapshot", "snapshot": 7}})
+            ),
+            Just(json!({"code": -32030, "data": {"kind": "commandRejected", "reason": 5}})),
+            Just(json!({"code": "x", "data": []})),
+        ];
+        let method = prop_oneof![
+            Just("turn/started"),
+            Just("turn/completed"),
+            Just("item/completed"),
+            Just("session/closed"),
+            Just("approval/request"),
+            Just("state/updated"),
+            Just("x/y"),
+        ];
+        (id, any.clone(), any, method, 0u8..4).prop_map(|(id, a, b, m, shape)| match shape {
+            0 => json!({"jsonrpc": "2.0", "id": id, "result": a}),
+            1 => json!({"jsonrpc": "2.0", "id": id, "error": a}),
+            2 => json!({"jsonrpc": "2.0", "method": m, "params": {"sessionId": SID, "turnId": a, "viewCursor": b, "sourceRange": {}, "item": a, "revision": b}}),
+            _ => json!({"jsonrpc": "2.0", "id": id, "method": m, "params": a}),
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..16)) {
+            let mut s = Script::new();
+            s.link("durable");
+            s.started_session();
+            s.submit(turn_start("x"));
+            for c in chunks {
+                s.core.handle_bytes(s.now, &c);
+                s.drain();
+            }
+        }
+
+        #[test]
+        fn arbitrary_server_frames_never_panic_and_time_still_moves(frames in proptest::collection::vec(frame(), 0..24)) {
+            let mut s = Script::new();
+            s.link("ephemeral");
+            s.started_session();
+            s.submit(turn_start("x"));
+            s.core.read(s.now, ReadSpec::SessionRead { session_id: sid() }).expect("read");
+            for f in frames {
+                s.server(f);
+                s.advance(700);
+                if !s.core.is_ready() {
+                    s.link("durable");
+                }
+            }
+            prop_assert!(s.core.pending_count() <= 1_024);
+        }
+    }
+}

@@ -34,7 +34,8 @@ pub use self::core::{
 };
 pub use events::{ClientEvent, Durability, EffectOutcome, Notification, TurnEnd, ViewEvent};
 pub use ids::{
-    ApprovalId, CommandId, CorrelationId, EffectKey, Entropy, RequestId, SessionId, TaskId, TurnId,
+    ApprovalId, CommandId, CorrelationId, EffectKey, Entropy, RequestId, SeededEntropy, SessionId,
+    TaskId, TurnId,
 };
 pub use outcome::{Ack, AckFields, CommandOutcome, ErrorInfo, ErrorKind, RejectReason, Rejection};
 pub use wire::{CommandSpec, ReadSpec, WireCommand};

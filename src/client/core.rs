@@ -204,6 +204,10 @@ struct Cmd {
 struct ReadReq {
     spec: ReadSpec,
     sent_at_ms: Option<u64>,
+    /// Not before this (a backoff after a retryable error).
+    retry_at_ms: u64,
+    /// Retryable answers in a row.
+    attempts: u32,
 }
 
 /// What the core knows of one session it follows.
@@ -511,6 +515,8 @@ impl ClientCore {
             ReadReq {
                 spec,
                 sent_at_ms: None,
+                retry_at_ms: 0,
+                attempts: 0,
             },
         );
         self.send_due(now_ms);
@@ -566,10 +572,10 @@ impl ClientCore {
             None if self.sendable(c) => Some(c.retry_at_ms),
             None => None,
         });
-        let reads = self
-            .reads
-            .values()
-            .filter_map(|r| r.sent_at_ms.map(|s| s + t));
+        let reads = self.reads.values().map(|r| match r.sent_at_ms {
+            Some(s) => s + t,
+            None => r.retry_at_ms,
+        });
         cmd.chain(reads).min()
     }
 
@@ -701,7 +707,7 @@ impl ClientCore {
         let reads: Vec<u64> = self
             .reads
             .iter()
-            .filter(|(_, r)| r.sent_at_ms.is_none())
+            .filter(|(_, r)| r.sent_at_ms.is_none() && r.retry_at_ms <= now_ms)
             .map(|(h, _)| *h)
             .collect();
         for h in reads {
@@ -859,14 +865,21 @@ impl ClientCore {
         }
     }
 
-    fn backoff(&mut self, now_ms: u64, h: u64) {
+    /// The delay before retry number `attempts`: doubling from the
+    /// configured minimum, capped, the upper half of it random.
+    fn backoff_delay_ms(&mut self, attempts: u32) -> u64 {
         let (min, max) = (self.cfg.retry_backoff_min_ms, self.cfg.retry_backoff_max_ms);
-        let jitter_bits = self.entropy.next_u128() as u64;
+        let exp = min.saturating_mul(1 << attempts.min(16)).min(max);
+        let jitter = self.entropy.next_u128() as u64 % (exp / 2 + 1);
+        exp / 2 + jitter
+    }
+
+    fn backoff(&mut self, now_ms: u64, h: u64) {
+        let attempts = self.cmds[&h].attempts + 1;
+        let delay = self.backoff_delay_ms(attempts);
         let c = self.cmds.get_mut(&h).expect("present");
-        c.attempts += 1;
-        let exp = min.saturating_mul(1 << c.attempts.min(16)).min(max);
-        let jitter = jitter_bits % (exp / 2 + 1);
-        c.retry_at_ms = now_ms + exp / 2 + jitter;
+        c.attempts = attempts;
+        c.retry_at_ms = now_ms + delay;
         c.sent_at_ms = None;
     }
 
@@ -936,8 +949,8 @@ impl ClientCore {
             InFlight::Read(h) => {
                 if let Some(r) = self.reads.get_mut(&h) {
                     r.sent_at_ms = None;
+                    self.on_read_answer(now_ms, h, answer)
                 }
-                self.on_read_answer(h, answer)
             }
             InFlight::Cmd(h) => {
                 if let Some(c) = self.cmds.get_mut(&h) {
@@ -970,7 +983,7 @@ impl ClientCore {
         }
     }
 
-    fn on_read_answer(&mut self, h: u64, answer: Result<Value, Value>) {
+    fn on_read_answer(&mut self, now_ms: u64, h: u64, answer: Result<Value, Value>) {
         let result = match answer {
             Ok(v) => Ok(v),
             Err(e) => {
@@ -980,7 +993,11 @@ impl ClientCore {
                     return;
                 }
                 if is_retryable(&err) {
-                    // Reads are not commands: re-sent at the next timeout.
+                    let attempts = self.reads[&h].attempts + 1;
+                    let delay = self.backoff_delay_ms(attempts);
+                    let r = self.reads.get_mut(&h).expect("present");
+                    r.attempts = attempts;
+                    r.retry_at_ms = now_ms + delay;
                     return;
                 }
                 Err(match err {

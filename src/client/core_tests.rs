@@ -837,3 +837,25 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn an_overloaded_read_is_retried_after_a_backoff_not_at_once() {
+    let mut s = Script::new();
+    s.link("durable");
+    let h = s
+        .core
+        .read(s.now, ReadSpec::SessionRead { session_id: sid() })
+        .expect("read");
+    s.drain();
+    let req = s.request("session/read");
+    s.fail(&req, -32001, json!({"kind": "overloaded"}));
+    assert_eq!(s.count("session/read"), 1, "not at once");
+    s.advance(1_000);
+    assert_eq!(s.count("session/read"), 2);
+    let req = s.request("session/read");
+    s.answer(&req, json!({"viewCursor": "c"}));
+    assert!(s
+        .done
+        .iter()
+        .any(|c| matches!(c, Completion::Read { handle, result: Ok(_) } if *handle == h)));
+}

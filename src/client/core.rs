@@ -743,6 +743,19 @@ impl ClientCore {
     /// flight, gets a fresh `session/resume` (a new logical command: the
     /// decision to reload it here, now, from this cursor).
     fn start_reloads(&mut self, now_ms: u64) {
+        // A session with commands waiting is followed, whatever happened
+        // to it before (unfollowed, or given up after `sessionInUse`):
+        // otherwise its commands would wait forever.
+        let waiting: Vec<SessionId> = self
+            .cmds
+            .values()
+            .filter(|c| c.purpose == Purpose::App && !self.sendable(c))
+            .filter_map(|c| c.session.clone())
+            .filter(|sid| !self.sessions.contains_key(sid))
+            .collect();
+        for sid in waiting {
+            self.sessions.entry(sid).or_default();
+        }
         let need: Vec<SessionId> = self
             .sessions
             .iter()
@@ -1085,13 +1098,12 @@ impl ClientCore {
                     }
                     self.fail_session(&sid, &outcome, true);
                 }
-                (ErrorKind::SessionNotFound, Some(sid)) if lifecycle => {
+                (ErrorKind::SessionNotFound, _) if matches!(purpose, Purpose::Reload(_)) => {
+                    // The host that should hold the session does not: it is
+                    // lost (for an ephemeral host, the host died).
                     if let Purpose::Reload(sid) = &purpose {
                         self.lose_session(sid);
-                        self.finish(h, outcome);
-                        return;
                     }
-                    let _ = sid;
                 }
                 (ErrorKind::NotFound, Some(sid)) if matches!(purpose, Purpose::Reload(_)) => {
                     // Our cursor is unknown to this host: reload from a

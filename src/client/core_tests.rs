@@ -859,3 +859,24 @@ fn an_overloaded_read_is_retried_after_a_backoff_not_at_once() {
         .iter()
         .any(|c| matches!(c, Completion::Read { handle, result: Ok(_) } if *handle == h)));
 }
+
+#[test]
+fn a_waiting_command_keeps_its_session_followed() {
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    s.drop_link();
+    // Submitted while no link is up, then the session is unfollowed.
+    let (_, id) = s.submit(turn_start("x"));
+    s.core.unfollow(&sid());
+    s.link("durable");
+    let resume = s.request("session/resume");
+    s.answer(
+        &resume,
+        json!({"session": {"sessionId": SID}, "viewCursor": "c", "history": {"mode": "none"}}),
+    );
+    assert_eq!(
+        s.request("turn/start")["params"]["commandId"],
+        json!(id.as_str())
+    );
+}

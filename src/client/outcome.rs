@@ -293,12 +293,13 @@ pub struct ErrorInfo {
     pub data: Value,
 }
 
-/// Error kinds the SDK distinguishes. Those it retries by itself
-/// (`overloaded`, `storageUnavailable`, `sessionNotLoaded` after a reload,
-/// ...) reach the application only through [`ErrorKind::is_retryable`]
-/// callers of the raw layer; what is returned as an outcome is final for
-/// that command *send*, though a host records none of these, so the same
-/// command may be re-sent later.
+/// Error kinds the SDK distinguishes. The ones it handles by itself
+/// (`overloaded`, retryable `storageUnavailable`, `sessionNotLoaded` and
+/// `sessionInUse` by reloading the session, `notInitialized` by a new
+/// handshake) are retried with the same id and reach the application only
+/// when it gives up (`sessionInUse` past its limit). An error outcome ends
+/// this core's attempts; the host records none of them, so re-submitting
+/// the same command id later is safe and may still succeed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErrorKind {
     /// `-32602 invalidParams`; `field` names the member.

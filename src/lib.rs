@@ -1,11 +1,12 @@
 //! MSP v1 command-plane runtime: the wire layer ([`proto`]), the sans-IO core
-//! ([`core`]), the session log format ([`log`]), the real drivers ([`io`]),
+//! ([`core`]), the client SDK ([`client`]), the session log format ([`log`]), the real drivers ([`io`]),
 //! a deterministic in-process driver ([`harness`]) and the conformance
 //! runner ([`conformance`]), and the `msp` command line ([`cli`]). See
 //! ARCHITECTURE.md for the map.
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod client;
 pub mod conformance;
 pub mod core;
 pub mod harness;

@@ -1,0 +1,167 @@
+//! The embedded gate store: one SQLite file, safe across processes.
+//!
+//! - **One row per request**: `request_id` is the primary key, and the
+//!   claim is a single `INSERT ... ON CONFLICT(request_id) DO NOTHING` in an
+//!   `IMMEDIATE` transaction, so two processes racing on one request id
+//!   insert one row; the loser reads the winner's row in the same
+//!   transaction. `command_id` is unique too: one command, one request.
+//! - **Durable when it returns**: WAL journal with `synchronous=FULL`.
+//! - **Concurrent writers wait** instead of failing: a busy timeout (5 s by
+//!   default) covers another process's short write transaction.
+//!
+//! Fault model: a process killed at any point leaves either the whole
+//! transaction or none of it (SQLite's atomic commit); a lock held past the
+//! busy timeout is [`GateError::Store`], after which retrying is safe.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde_json::Value;
+
+use super::{decode_row, params_text, Claim, GateError, GateRecord, GateStore};
+use crate::client::ids::{CommandId, RequestId};
+
+/// How long a writer waits for another process's transaction by default.
+pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5_000;
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS msp_gate (
+    request_id     TEXT PRIMARY KEY NOT NULL,
+    command_id     TEXT NOT NULL UNIQUE,
+    method         TEXT NOT NULL,
+    params         TEXT NOT NULL,
+    correlation_id TEXT,
+    outcome        TEXT,
+    created_ms     INTEGER NOT NULL
+)";
+
+const SELECT_ROW: &str =
+    "SELECT request_id, command_id, method, params, correlation_id, outcome, created_ms
+    FROM msp_gate WHERE request_id = ?1";
+
+/// A [`GateStore`] in one SQLite file. Open one per thread or process; they
+/// coordinate through the file.
+#[derive(Debug)]
+pub struct SqliteGateStore {
+    conn: Connection,
+}
+
+fn store_err(e: rusqlite::Error) -> GateError {
+    GateError::Store(e.to_string())
+}
+
+impl SqliteGateStore {
+    /// Opens (creating if needed) the gate file at `path`, with the default
+    /// busy timeout.
+    pub fn open(path: &Path) -> Result<SqliteGateStore, GateError> {
+        Self::open_with_busy_timeout(path, DEFAULT_BUSY_TIMEOUT_MS)
+    }
+
+    /// Opens the gate file, waiting up to `busy_timeout_ms` for other
+    /// writers.
+    pub fn open_with_busy_timeout(
+        path: &Path,
+        busy_timeout_ms: u64,
+    ) -> Result<SqliteGateStore, GateError> {
+        let conn = Connection::open(path).map_err(store_err)?;
+        conn.busy_timeout(Duration::from_millis(busy_timeout_ms))
+            .map_err(store_err)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(store_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(GateError::Store(format!(
+                "the gate file needs WAL mode; SQLite kept {mode:?}"
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(store_err)?;
+        conn.execute(SCHEMA, []).map_err(store_err)?;
+        Ok(SqliteGateStore { conn })
+    }
+
+    fn row(conn: &Connection, request: &str) -> Result<Option<GateRecord>, GateError> {
+        let raw = conn
+            .query_row(SELECT_ROW, params![request], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            })
+            .optional()
+            .map_err(store_err)?;
+        match raw {
+            None => Ok(None),
+            Some((rid, cid, m, p, c, o, t)) => decode_row(&rid, &cid, &m, &p, c, o, t).map(Some),
+        }
+    }
+}
+
+impl GateStore for SqliteGateStore {
+    fn claim(&mut self, proposed: &GateRecord) -> Result<Claim, GateError> {
+        debug_assert!(proposed.outcome.is_none());
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_err)?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO msp_gate (request_id, command_id, method, params, correlation_id, outcome, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6)
+                 ON CONFLICT(request_id) DO NOTHING",
+                params![
+                    proposed.request_id.as_str(),
+                    proposed.command_id.as_str(),
+                    proposed.command.method,
+                    params_text(&proposed.command),
+                    proposed.correlation_id.as_ref().map(|c| c.as_str()),
+                    i64::try_from(proposed.created_ms).unwrap_or(i64::MAX),
+                ],
+            )
+            .map_err(store_err)?;
+        let claim = if inserted == 1 {
+            Claim::Won
+        } else {
+            match Self::row(&tx, proposed.request_id.as_str())? {
+                Some(r) => Claim::Existing(r),
+                None => {
+                    return Err(GateError::Store(
+                        "insert-if-absent inserted nothing and found no row".into(),
+                    ))
+                }
+            }
+        };
+        tx.commit().map_err(store_err)?;
+        Ok(claim)
+    }
+
+    fn record_outcome(
+        &mut self,
+        request: &RequestId,
+        command: &CommandId,
+        outcome: &Value,
+    ) -> Result<Option<Value>, GateError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_err)?;
+        tx.execute(
+            "UPDATE msp_gate SET outcome = ?3
+             WHERE request_id = ?1 AND command_id = ?2 AND outcome IS NULL",
+            params![request.as_str(), command.as_str(), outcome.to_string()],
+        )
+        .map_err(store_err)?;
+        let row = Self::row(&tx, request.as_str())?;
+        tx.commit().map_err(store_err)?;
+        Ok(row.and_then(|r| r.outcome))
+    }
+
+    fn get(&mut self, request: &RequestId) -> Result<Option<GateRecord>, GateError> {
+        Self::row(&self.conn, request.as_str())
+    }
+}

@@ -98,6 +98,11 @@ struct State<F, K> {
     done: Vec<Synced<K>>,
     in_flight: bool,
     closing: bool,
+    /// At most this many requests per batch.
+    batch_max: usize,
+    /// Workers waiting for work (so a batch of n wakes at most n of them,
+    /// never the whole pool).
+    idle: usize,
     next_run_id: usize,
     /// Requests riding on a running sync, by its run id (planted bug only).
     riders: Vec<(usize, Vec<(u64, K)>)>,
@@ -132,8 +137,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<F: SyncData, K: Send + 'static> Committer<F, K> {
     /// Starts `workers` sync workers (at least one) that deliver each
-    /// batch's completions to `on_done`.
-    pub fn new(workers: usize, on_done: OnDone<K>, bug: CommitBug) -> Committer<F, K> {
+    /// batch's completions to `on_done`. A batch takes at most `batch_max`
+    /// requests (at least one; 1 with one worker is the no-group-commit
+    /// baseline: every request an fsync of its own, one at a time).
+    pub fn new(
+        workers: usize,
+        batch_max: usize,
+        on_done: OnDone<K>,
+        bug: CommitBug,
+    ) -> Committer<F, K> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 waiting: Vec::new(),
@@ -142,6 +154,8 @@ impl<F: SyncData, K: Send + 'static> Committer<F, K> {
                 done: Vec::new(),
                 in_flight: false,
                 closing: false,
+                batch_max: batch_max.max(1),
+                idle: 0,
                 next_run_id: 0,
                 riders: Vec::new(),
             }),
@@ -188,8 +202,8 @@ impl<F: SyncData, K: Send + 'static> Committer<F, K> {
             });
         }
         if !st.in_flight {
-            start_batch(&mut st);
-            self.shared.work.notify_all();
+            let n = start_batch(&mut st);
+            wake(&self.shared, &st, n);
         }
         Ok(())
     }
@@ -253,15 +267,26 @@ impl<F, K> State<F, K> {
     }
 }
 
-/// Moves every waiting request into a new batch.
-fn start_batch<F, K>(st: &mut State<F, K>) {
+/// Moves the waiting requests (at most `batch_max`, oldest first) into a
+/// new batch; returns its size.
+fn start_batch<F, K>(st: &mut State<F, K>) -> usize {
     debug_assert!(!st.in_flight, "one batch in flight at a time");
     debug_assert!(st.todo.is_empty() && st.running.is_empty() && st.done.is_empty());
     if st.waiting.is_empty() {
-        return;
+        return 0;
     }
-    st.todo.extend(st.waiting.drain(..));
+    let n = st.waiting.len().min(st.batch_max);
+    st.todo.extend(st.waiting.drain(..n));
     st.in_flight = true;
+    n
+}
+
+/// Wakes up to `n` idle workers (each wake-up is a context switch: the
+/// pool is sized for the widest batch, not woken whole for every one).
+fn wake<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>, st: &State<F, K>, n: usize) {
+    for _ in 0..n.min(st.idle) {
+        shared.work.notify_one();
+    }
 }
 
 fn worker<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>) {
@@ -277,7 +302,9 @@ fn worker<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>) {
             if st.closing && !st.in_flight && st.waiting.is_empty() {
                 return;
             }
+            st.idle += 1;
             st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.idle -= 1;
         };
         drop(st);
         let (p, id) = job;
@@ -304,10 +331,14 @@ fn worker<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>) {
             let done = std::mem::take(&mut st.done);
             st.in_flight = false;
             (shared.on_done)(done);
-            start_batch(&mut st);
-            // New work, or the last batch ended while closing: either way
-            // the other workers must look again.
-            shared.work.notify_all();
+            let n = start_batch(&mut st);
+            if st.closing && n == 0 {
+                // The last batch ended while closing: the others may exit.
+                shared.work.notify_all();
+            } else {
+                // This worker takes one request of the new batch itself.
+                wake(shared, &st, n.saturating_sub(1));
+            }
         }
     }
 }

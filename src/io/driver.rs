@@ -116,6 +116,9 @@ struct Driver {
     sends: BTreeMap<ConnId, (Vec<u8>, usize)>,
     /// Syncs gathered this round.
     syncs: Vec<SyncRequest<std::fs::File, SyncKey>>,
+    /// fdatasyncs asked of the committer, and batches it completed.
+    sync_count: u64,
+    batch_count: u64,
 }
 
 /// Runs a host over `transport` until an orderly shutdown completes.
@@ -125,8 +128,16 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
     let (io_tx, mut io_rx) = mpsc::unbounded_channel();
     let (conn_tx, mut conn_rx) = mpsc::channel(transport::CONN_EVENTS_MAX);
     let done_tx = io_tx.clone();
+    // Without group commit (the benchmark baseline) every intake gets an
+    // fsync of its own, one at a time, across sessions too.
+    let (workers, batch_max) = if cfg.group_commit {
+        (SYNC_WORKERS, usize::MAX)
+    } else {
+        (1, 1)
+    };
     let committer = Committer::new(
-        SYNC_WORKERS,
+        workers,
+        batch_max,
         Box::new(move |batch| {
             // The receiver outlives the committer unless the driver is gone.
             let _ = done_tx.send(IoEvent::Synced(batch));
@@ -145,6 +156,8 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
         inflight_io_count: 0,
         sends: BTreeMap::new(),
         syncs: Vec::new(),
+        sync_count: 0,
+        batch_count: 0,
     };
     let mut socket_path = None;
     let acceptor = match transport {
@@ -240,6 +253,11 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
         // Gave up on a sync that never came back: do not wait for it.
         d.committer.detach();
     }
+    // Read by the benchmarks (acks per fsync); harmless elsewhere.
+    eprintln!(
+        "msp serve: {} fdatasyncs in {} batches",
+        d.sync_count, d.batch_count
+    );
     d.flush_writers().await;
     if let Some(p) = socket_path {
         let _ = std::fs::remove_file(p);
@@ -322,6 +340,7 @@ impl Driver {
     /// A batch of the group committer: one input per completed sync, each
     /// drained on its own, in the order the batch lists them.
     fn on_synced(&mut self, batch: Vec<Synced<SyncKey>>) {
+        self.batch_count += 1;
         for Synced { key, upto, result } in batch {
             debug_assert!(self.inflight_io_count > 0, "every completion was submitted");
             self.inflight_io_count -= 1;
@@ -371,6 +390,7 @@ impl Driver {
         }
         if !self.syncs.is_empty() {
             let reqs = std::mem::take(&mut self.syncs);
+            self.sync_count += reqs.len() as u64;
             if let Err(back) = self.committer.submit(reqs) {
                 // The committer only closes after the loop: never here.
                 for r in back {

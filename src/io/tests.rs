@@ -44,6 +44,7 @@ fn committer(workers: usize) -> (Committer<Counted, u32>, mpsc::Receiver<Vec<Syn
     let tx = std::sync::Mutex::new(tx);
     let c = Committer::new(
         workers,
+        usize::MAX,
         Box::new(move |done| {
             let _ = tx.lock().expect("sender").send(done);
         }),
@@ -171,6 +172,7 @@ fn a_real_file_syncs_through_the_committer() {
     let tx = std::sync::Mutex::new(tx);
     let mut c: Committer<File, &'static str> = Committer::new(
         2,
+        usize::MAX,
         Box::new(move |d| {
             let _ = tx.lock().expect("sender").send(d);
         }),
@@ -241,4 +243,33 @@ fn a_probe_sees_another_holder_never_its_own_and_leaves_a_free_lease_free() {
         matches!(here.take(&path).expect("io"), Take::Taken(_)),
         "the probe released its lock"
     );
+}
+
+#[test]
+fn batch_max_one_gives_every_request_a_batch_of_its_own() {
+    let (tx, rx) = mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let mut c: Committer<Counted, u32> = Committer::new(
+        1,
+        1,
+        Box::new(move |d| {
+            let _ = tx.lock().expect("sender").send(d);
+        }),
+        CommitBug::None,
+    );
+    let f = counted(false);
+    let reqs = (0..4)
+        .map(|k| SyncRequest {
+            file: Arc::clone(&f),
+            upto: k,
+            key: k as u32,
+        })
+        .collect();
+    c.submit(reqs).expect("open");
+    for k in 0..4u32 {
+        let batch = recv(&rx);
+        assert_eq!(batch.len(), 1);
+        assert_eq!(batch[0].key, k, "oldest first");
+    }
+    c.close();
 }

@@ -246,7 +246,9 @@ impl<F: SyncData, K: Send + 'static> Committer<F, K> {
 
 impl<F: SyncData, K: Send + 'static> Drop for Committer<F, K> {
     fn drop(&mut self) {
-        if !self.workers.is_empty() {
+        // Not while unwinding: a panic under the lock (in `on_done`) must
+        // not turn into a second one here.
+        if !self.workers.is_empty() && !super::shim::panicking() {
             self.close();
         }
     }

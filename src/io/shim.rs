@@ -18,3 +18,9 @@ pub use std::thread;
 pub fn pause(ms: u64) {
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
+
+/// Whether this thread is unwinding from a panic (a destructor then must
+/// not wait on the other threads).
+pub fn panicking() -> bool {
+    std::thread::panicking()
+}

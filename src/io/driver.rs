@@ -55,9 +55,10 @@ const PUMP_ROUNDS_MAX: usize = 1_000_000;
 /// and syncs go out (so one busy client cannot hold back everyone's
 /// answers).
 pub const ROUND_INPUTS_MAX: usize = 256;
-/// Sync workers of the group committer. Concurrent fsyncs of different
-/// files share journal commits, so a batch of many sessions needs enough of
-/// them in flight at once; they sleep in the kernel, not on a core.
+/// Sync workers of the group committer. The kernel and the disk overlap
+/// concurrent fsyncs of different files, so a batch of many sessions needs
+/// enough of them in flight at once; they sleep in the kernel, not on a
+/// core.
 pub const SYNC_WORKERS: usize = 16;
 
 /// What a sync request is called: the session and its files' epoch.

@@ -274,3 +274,49 @@ pub fn bind_unix(path: &PathBuf) -> std::io::Result<UnixListener> {
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that never reads: once [`WRITE_QUEUE_FRAMES`] frames wait
+    /// for its writer, the next hand-over is refused as too slow (the driver
+    /// then disconnects it), however the frames were batched. (The writer
+    /// may take up to its buffer's worth before it blocks on the socket.)
+    #[tokio::test]
+    async fn a_client_that_never_reads_is_refused_after_the_frame_bound() {
+        const FRAME: &[u8] = b"{\"x\":1}\n";
+        let (client, host_side) = tokio::io::duplex(64);
+        let (r, w) = tokio::io::split(host_side);
+        let (events_tx, mut events) = mpsc::channel(8);
+        assert!(attach(7, r, w, events_tx, ConnEvent::Closed { conn: 7 }).await);
+        let handle = match events.recv().await {
+            Some(ConnEvent::Connected { conn: 7, handle }) => handle,
+            other => panic!("expected Connected, got {other:?}"),
+        };
+        // What the writer can absorb before it blocks: its 8 KiB buffer,
+        // the pipe, and one batch in hand.
+        let absorbed_max = (8 * 1024 + 64) / FRAME.len() + 1000;
+        let mut taken = 0usize;
+        let refused = loop {
+            let n = 1000
+                .min(WRITE_QUEUE_FRAMES + absorbed_max + 1 - taken)
+                .max(1);
+            match handle.send(FRAME.repeat(n), n) {
+                Ok(()) => taken += n,
+                Err(e) => break e,
+            }
+            assert!(
+                taken <= WRITE_QUEUE_FRAMES + absorbed_max,
+                "{taken} frames taken from a client that reads nothing"
+            );
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(refused, SendRefused::TooSlow);
+        assert!(
+            taken >= WRITE_QUEUE_FRAMES - 1000,
+            "refused after only {taken} frames"
+        );
+        drop(client);
+    }
+}

@@ -222,6 +222,33 @@ pub struct Host {
     internal: VecDeque<Internal>,
     pub(crate) agent: Box<dyn Agent>,
     shutting_down: bool,
+    /// What the current input touched, so that the end of an input costs
+    /// what the input did, not the number of loaded sessions.
+    work: Dirty,
+}
+
+/// The bookkeeping that keeps [`Host::finish`] proportional to what an input
+/// touched. Every set is ordered, so anything iterated from it comes out in
+/// the same order as a walk over every session or connection would: the
+/// simulator's traces stay bit for bit what they were.
+#[derive(Debug, Default)]
+struct Dirty {
+    /// Sessions handed out by [`Host::loaded_mut`] (or loaded, unloaded or
+    /// dropped) since the end of the last input.
+    sessions: BTreeSet<String>,
+    /// Connections whose queue changed since the end of the last input.
+    conns: BTreeSet<ConnId>,
+    /// Session incarnations whose synced offset changed since then.
+    synced: BTreeSet<u64>,
+    /// Connections whose front frame waits for a sync of this incarnation
+    /// (may hold stale entries; a woken connection is simply re-examined).
+    blocked_on: BTreeMap<u64, BTreeSet<ConnId>>,
+    /// Every loaded session's earliest deadline, as `(at_ms, session)`.
+    timers: BTreeSet<(u64, String)>,
+    /// The deadline each session has in `timers`.
+    timer_of: BTreeMap<String, u64>,
+    /// Parked connections by park order (first-parked first).
+    parked: BTreeMap<u64, ConnId>,
 }
 
 impl std::fmt::Debug for Host {
@@ -267,6 +294,7 @@ impl Host {
             internal: VecDeque::new(),
             agent: agent(),
             shutting_down: false,
+            work: Dirty::default(),
         }
     }
 
@@ -339,10 +367,19 @@ impl Host {
     /// A connection closed (either side). Its pending frames are dropped.
     pub fn handle_disconnect(&mut self, conn: ConnId, now_ms: u64) {
         self.tick(now_ms);
-        if self.conns.remove(&conn).is_none() {
+        let Some(c) = self.conns.remove(&conn) else {
             return;
+        };
+        if let Some(p) = &c.parked {
+            self.work.parked.remove(&p.seq);
         }
-        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        // Only the sessions it subscribed to are touched.
+        let sids: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Loaded(l) if l.subscribers.contains(&conn)))
+            .map(|(sid, _)| sid.clone())
+            .collect();
         for sid in sids {
             if let Some(l) = self.loaded_mut(&sid) {
                 if l.subscribers.remove(&conn) {
@@ -392,7 +429,7 @@ impl Host {
             l.synced_bytes = upto_bytes;
             let slot = l.slot;
             release = l.unloading && l.synced_bytes == l.appended_bytes && l.unflushed.is_empty();
-            self.synced.insert(slot, upto_bytes);
+            self.set_synced(slot, upto_bytes);
         }
         if release {
             self.finish_unload(session);
@@ -421,6 +458,9 @@ impl Host {
                 Output::Send { line, .. } => !envelope::is_view_frame_of(line, session),
                 _ => true,
             });
+            self.work.sessions.insert(session.to_string());
+            // Rare: every queue may change, so every connection is looked at.
+            self.work.conns.extend(self.conns.keys().copied());
             for c in self.conns.values_mut() {
                 let mut kept = VecDeque::new();
                 for f in c.outq.drain(..) {
@@ -447,7 +487,7 @@ impl Host {
                 }
                 c.outq = kept;
             }
-            self.synced.insert(slot, u64::MAX);
+            self.set_synced(slot, u64::MAX);
             self.effects.retain(|_, e| e.session != session);
             if self.cfg.durability == Durability::Durable {
                 self.out.push_back(Output::Release {
@@ -504,23 +544,8 @@ impl Host {
 
     /// When [`Host::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let mut t: Option<u64> = None;
+        let mut t: Option<u64> = self.work.timers.first().map(|(at, _)| *at);
         let mut min = |v: u64| t = Some(t.map_or(v, |x| x.min(v)));
-        for slot in self.sessions.values() {
-            if let Slot::Loaded(l) = slot {
-                if let Some(r) = &l.run {
-                    if !r.blocked {
-                        min(r.wake_ms);
-                    }
-                }
-                for end in l.task_ends.values() {
-                    min(*end);
-                }
-                if let Some(d) = l.idle_deadline_ms {
-                    min(d);
-                }
-            }
-        }
         for e in self.effects.values() {
             min(e.deadline_ms);
         }
@@ -556,11 +581,26 @@ impl Host {
         crate::proto::ids::mint_uuid_v7(self.now_ms, (hi << 64) | lo)
     }
 
+    /// A loaded session, for changing it. Marks it touched by this input:
+    /// the end of the input flushes it, looks at its effects and refreshes
+    /// its deadline.
     pub(crate) fn loaded_mut(&mut self, sid: &str) -> Option<&mut Loaded> {
         match self.sessions.get_mut(sid) {
-            Some(Slot::Loaded(l)) => Some(l),
+            Some(Slot::Loaded(l)) => {
+                if !self.work.sessions.contains(sid) {
+                    self.work.sessions.insert(sid.to_string());
+                }
+                Some(l)
+            }
             _ => None,
         }
+    }
+
+    /// Records a new synced offset of a session incarnation; connections
+    /// waiting on it are looked at by the end of the input.
+    fn set_synced(&mut self, slot: u64, upto: u64) {
+        self.synced.insert(slot, upto);
+        self.work.synced.insert(slot);
     }
 
     pub(crate) fn loaded(&self, sid: &str) -> Option<&Loaded> {
@@ -595,6 +635,7 @@ impl Host {
                 view_of: None,
                 event: None,
             });
+            self.work.conns.insert(conn);
         }
     }
 
@@ -616,6 +657,7 @@ impl Host {
                 view_of: Some(slot),
                 event,
             });
+            self.work.conns.insert(conn);
         }
     }
 
@@ -709,19 +751,37 @@ impl Host {
                 self.unload(&sid, "hostShutdown");
             }
         }
-        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        // Only a touched session can have records or frames to flush or a
+        // sync to start (a sync completion touches its session too).
+        let sids: Vec<String> = self.work.sessions.iter().cloned().collect();
         for sid in &sids {
             self.flush(sid);
         }
-        let conn_ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        // Only a connection whose queue changed, or whose front frame
+        // waited on an incarnation whose synced offset moved, can send.
+        for slot in std::mem::take(&mut self.work.synced) {
+            if let Some(waiting) = self.work.blocked_on.remove(&slot) {
+                self.work.conns.extend(waiting);
+            }
+        }
+        let conn_ids: Vec<ConnId> = std::mem::take(&mut self.work.conns).into_iter().collect();
         let mut sends = Vec::new();
         let mut gated_answer = false;
         for conn in conn_ids {
+            if !self.conns.contains_key(&conn) {
+                continue;
+            }
             loop {
-                let ready = match self.conns[&conn].outq.front() {
-                    Some(f) => f.gate.is_none_or(|g| self.gate_open(&g)),
-                    None => false,
+                let (ready, blocked) = match self.conns[&conn].outq.front() {
+                    Some(f) => match f.gate {
+                        Some(g) if !self.gate_open(&g) => (false, Some(g.slot)),
+                        _ => (true, None),
+                    },
+                    None => (false, None),
                 };
+                if let Some(slot) = blocked {
+                    self.work.blocked_on.entry(slot).or_default().insert(conn);
+                }
                 if !ready {
                     break;
                 }
@@ -748,6 +808,78 @@ impl Host {
         }
         self.out.extend(sends);
         self.release_effects();
+        self.refresh_timers();
+        self.work.sessions.clear();
+        #[cfg(any(test, debug_assertions))]
+        self.audit_work();
+    }
+
+    /// The sessions touched by this input (in session order), for the end
+    /// of the input.
+    pub(crate) fn touched_sessions(&self) -> Vec<String> {
+        self.work.sessions.iter().cloned().collect()
+    }
+
+    /// The earliest deadline of a loaded session: its running turn's wake
+    /// time (unless blocked), its tasks' ends, its idle unload.
+    fn deadline_of(l: &Loaded) -> Option<u64> {
+        let run = l.run.as_ref().filter(|r| !r.blocked).map(|r| r.wake_ms);
+        let tasks = l.task_ends.values().copied().min();
+        [run, tasks, l.idle_deadline_ms].into_iter().flatten().min()
+    }
+
+    /// Re-indexes the deadlines of the sessions this input touched.
+    fn refresh_timers(&mut self) {
+        let sids: Vec<String> = self.work.sessions.iter().cloned().collect();
+        for sid in sids {
+            let at = self.loaded(&sid).and_then(Host::deadline_of);
+            let old = self.work.timer_of.get(&sid).copied();
+            if old == at {
+                continue;
+            }
+            if let Some(old) = old {
+                self.work.timers.remove(&(old, sid.clone()));
+                self.work.timer_of.remove(&sid);
+            }
+            if let Some(at) = at {
+                self.work.timers.insert((at, sid.clone()));
+                self.work.timer_of.insert(sid, at);
+            }
+        }
+    }
+
+    /// Checks the dirty-set bookkeeping against a walk over everything
+    /// (tests and debug builds only): no untouched session has anything to
+    /// flush, every deadline is indexed, no connection has a sendable
+    /// front frame left behind.
+    #[cfg(any(test, debug_assertions))]
+    fn audit_work(&self) {
+        for (sid, slot) in &self.sessions {
+            if let Slot::Loaded(l) = slot {
+                assert!(l.staged.is_empty(), "{sid}: staged frames left unflushed");
+                assert!(l.unflushed.is_empty(), "{sid}: records left unflushed");
+                assert_eq!(
+                    self.work.timer_of.get(sid).copied(),
+                    Host::deadline_of(l),
+                    "{sid}: deadline index is stale"
+                );
+            }
+        }
+        assert_eq!(self.work.timers.len(), self.work.timer_of.len());
+        for sid in self.work.timer_of.keys() {
+            assert!(
+                matches!(self.sessions.get(sid), Some(Slot::Loaded(_))),
+                "{sid}: a deadline indexed for a session that is not loaded"
+            );
+        }
+        for (id, c) in &self.conns {
+            if let Some(f) = c.outq.front() {
+                assert!(
+                    f.gate.is_some_and(|g| !self.gate_open(&g)),
+                    "connection {id} has a sendable frame left in its queue"
+                );
+            }
+        }
     }
 
     /// Appends the session's unflushed records and sends staged frames to
@@ -777,7 +909,7 @@ impl Host {
                 let l = self.loaded_mut(sid).expect("loaded");
                 l.synced_bytes = l.appended_bytes;
                 let (slot, s) = (l.slot, l.synced_bytes);
-                self.synced.insert(slot, s);
+                self.set_synced(slot, s);
             }
         }
         for st in staged {
@@ -872,18 +1004,17 @@ impl Host {
 
     /// Connections parked on `wait`, first-parked first.
     fn waiting_on(&self, wait: &Wait) -> Vec<ConnId> {
-        let mut waiting: Vec<(u64, ConnId)> = self
-            .conns
-            .iter()
-            .filter_map(|(id, c)| {
-                c.parked
-                    .as_ref()
-                    .filter(|p| &p.wait == wait)
-                    .map(|p| (p.seq, *id))
+        self.work
+            .parked
+            .values()
+            .copied()
+            .filter(|id| {
+                self.conns
+                    .get(id)
+                    .and_then(|c| c.parked.as_ref())
+                    .is_some_and(|p| &p.wait == wait)
             })
-            .collect();
-        waiting.sort_unstable();
-        waiting.into_iter().map(|(_, c)| c).collect()
+            .collect()
     }
 
     fn wake_waiters(&mut self, wait: &Wait) {
@@ -907,6 +1038,7 @@ impl Host {
         let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
             return;
         };
+        self.work.parked.remove(&p.seq);
         match self.dispatch(conn, &p.id, p.parsed, p.io) {
             Flow::Done => {}
             Flow::Park(wait, parsed) => {
@@ -932,6 +1064,7 @@ impl Host {
         self.next_park += 1;
         let seq = self.next_park;
         if let Some(c) = self.conns.get_mut(&conn) {
+            self.work.parked.insert(seq, conn);
             c.parked = Some(Parked {
                 seq,
                 id,
@@ -1160,7 +1293,8 @@ impl Host {
             Durability::Durable => 0,
             Durability::Ephemeral => valid_len,
         };
-        self.synced.insert(slot, synced_bytes);
+        self.set_synced(slot, synced_bytes);
+        self.work.sessions.insert(sid.to_string());
         let needs_recovery = s.lifecycle_open;
         let fresh = s.record_count == 0;
         let run_started = s.running.clone();
@@ -1271,7 +1405,8 @@ impl Host {
     fn finish_unload(&mut self, sid: &str) {
         if let Some(Slot::Loaded(l)) = self.sessions.remove(sid) {
             debug_assert!(l.unflushed.is_empty());
-            self.synced.insert(l.slot, u64::MAX);
+            self.work.sessions.insert(sid.to_string());
+            self.set_synced(l.slot, u64::MAX);
             self.agent_forget(&l);
             if self.cfg.durability == Durability::Durable {
                 self.out.push_back(Output::Release {
@@ -1303,7 +1438,18 @@ impl Host {
                 self.complete_effect(w, EffectOutcome::Unknown);
             }
         }
-        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        // Only sessions with a deadline due by the index, or touched by this
+        // input (whose index entry may be stale), can have work; visited in
+        // session order, as a walk over every session would.
+        let mut sids: BTreeSet<String> = self.work.sessions.clone();
+        for (at, sid) in &self.work.timers {
+            if *at > now {
+                break;
+            }
+            sids.insert(sid.clone());
+        }
+        // Re-indexed at the end of this input whatever happens to them.
+        self.work.sessions.extend(sids.iter().cloned());
         for sid in sids {
             self.end_due_tasks(&sid);
             self.drive(&sid);

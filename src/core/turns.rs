@@ -672,11 +672,12 @@ impl Host {
     }
 
     /// Releases effects whose decision records are durable (called at the
-    /// end of every input, after the answers were released).
+    /// end of every input, after the answers were released). Only a session
+    /// this input touched can have a new effect or a newly synced offset.
     pub(crate) fn release_effects(&mut self) {
         let durable = self.cfg.durability == Durability::Durable;
         let now = self.now_ms;
-        let sids: Vec<String> = self.sessions.keys().cloned().collect();
+        let sids = self.touched_sessions();
         for sid in sids {
             let ready: Vec<(u64, EffectWait, Output)> = match self.loaded_mut(&sid) {
                 Some(l) => {

@@ -194,7 +194,13 @@ pub fn serve(args: ServeArgs) -> Result<i32, ServeError> {
     // The only randomness of the real host: the core's id RNG seed.
     let seed = rand::rngs::OsRng.next_u64();
     let cfg = args.host_config(&home, seed);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread runs the driver and every connection's reader and writer:
+    // the driver is one task anyway, and on a small machine the hand-offs
+    // between runtime threads cost more than they parallelise (measured:
+    // 40-48 vs 59-68 us of host CPU per ack at 64 clients on one session,
+    // see BENCHMARKS.md). Blocking work (opens, reads, effects) still runs
+    // on tokio's blocking pool and fsyncs on the group committer's workers.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ServeError::Startup(format!("cannot start the runtime: {e}")))?;

@@ -1,15 +1,27 @@
 //! The driver: the one task that owns the [`Host`] and is the only caller
 //! of its `handle_*` methods.
 //!
-//! Each turn of the loop feeds one input (a connection event, an IO
-//! completion, a signal or a due timer, with the wall clock as `now`), then
-//! drains [`Host::poll_output`] and carries out every output in order:
-//! sends go to the connection's writer queue, appends are written at once,
-//! and the slow operations (opening or reading a log, `sync_data`, provider
-//! effects) run on blocking threads and come back as inputs. So the core
-//! keeps admitting while an fsync is in flight; when it completes, the core
-//! emits one new sync covering everything appended meanwhile: that is how
-//! intakes share fsyncs (group commit).
+//! Each input (a connection event, an IO completion, a signal or a due
+//! timer, with the wall clock as `now`) is fed to the host, and then
+//! [`Host::poll_output`] is drained and every output carried out in order:
+//! appends are written at once; sends are gathered per connection; syncs
+//! are gathered into one submission to the group committer
+//! ([`super::commit`]); the slow operations (opening or reading a log,
+//! provider effects) run on blocking threads and come back as inputs.
+//!
+//! A *round* of the loop waits for one input, then also takes every input
+//! that is already there (up to [`ROUND_INPUTS_MAX`]), each fed and drained
+//! on its own as above; only then are the gathered sends handed to each
+//! connection's writer (one hand-off per connection per round) and the
+//! gathered syncs submitted (one submission per round). So under load the
+//! answers of many clients leave in few writes, and the syncs of many
+//! sessions share one batch of fsyncs:
+//!
+//! - within a session, the core keeps at most one sync in flight and folds
+//!   everything appended meanwhile into the next one;
+//! - across sessions, the committer runs one batch at a time and every sync
+//!   asked for meanwhile joins the next batch; a batch's completions come
+//!   back as one input list, fed one `handle_synced` at a time.
 //!
 //! Errors found while carrying out an output (a failed write, a vanished
 //! connection) are queued and fed back after the current drain, never in
@@ -22,9 +34,9 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
 use super::clock::{until, wall_ms};
+use super::commit::{CommitBug, Committer, SyncRequest, Synced};
 use super::effects::run_effect;
 use super::failpoint::Failpoint;
 use super::storage::{open_session, read_session, OpenedFiles, Step, Storage};
@@ -39,6 +51,18 @@ pub const FLUSH_GRACE_MS: u64 = 5_000;
 /// A bound on drain rounds per input, so a broken core cannot spin the
 /// driver forever.
 const PUMP_ROUNDS_MAX: usize = 1_000_000;
+/// At most this many inputs per round of the loop before the gathered sends
+/// and syncs go out (so one busy client cannot hold back everyone's
+/// answers).
+pub const ROUND_INPUTS_MAX: usize = 256;
+/// Sync workers of the group committer. The kernel and the disk overlap
+/// concurrent fsyncs of different files, so a batch of many sessions needs
+/// enough of them in flight at once; they sleep in the kernel, not on a
+/// core.
+pub const SYNC_WORKERS: usize = 16;
+
+/// What a sync request is called: the session and its files' epoch.
+type SyncKey = (String, u64);
 
 /// Where clients come from.
 #[derive(Debug)]
@@ -62,15 +86,10 @@ enum IoEvent {
     },
     Read {
         token: u64,
-        session: String,
         result: ReadResult,
     },
-    Synced {
-        session: String,
-        epoch: u64,
-        upto_bytes: u64,
-        result: Result<(), String>,
-    },
+    /// One batch of the group committer.
+    Synced(Vec<Synced<SyncKey>>),
     EffectDone {
         token: u64,
         outcome: EffectOutcome,
@@ -89,10 +108,18 @@ struct Driver {
     storage: Storage,
     conns: BTreeMap<ConnId, ConnHandle>,
     io_tx: mpsc::UnboundedSender<IoEvent>,
+    committer: Committer<std::fs::File, SyncKey>,
     failpoint: Option<Failpoint>,
     deferred: VecDeque<Deferred>,
     shutting_down: bool,
     inflight_io_count: usize,
+    /// Frames gathered this round, per connection, and how many.
+    sends: BTreeMap<ConnId, (Vec<u8>, usize)>,
+    /// Syncs gathered this round.
+    syncs: Vec<SyncRequest<std::fs::File, SyncKey>>,
+    /// fdatasyncs asked of the committer, and batches it completed.
+    sync_count: u64,
+    batch_count: u64,
 }
 
 /// Runs a host over `transport` until an orderly shutdown completes.
@@ -101,15 +128,37 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
     let layout = super::storage::Layout::new(&cfg.data_dir);
     let (io_tx, mut io_rx) = mpsc::unbounded_channel();
     let (conn_tx, mut conn_rx) = mpsc::channel(transport::CONN_EVENTS_MAX);
+    let done_tx = io_tx.clone();
+    // Without group commit (the benchmark baseline) every intake gets an
+    // fsync of its own, one at a time, across sessions too.
+    let (workers, batch_max) = if cfg.group_commit {
+        (SYNC_WORKERS, usize::MAX)
+    } else {
+        (1, 1)
+    };
+    let committer = Committer::new(
+        workers,
+        batch_max,
+        Box::new(move |batch| {
+            // The receiver outlives the committer unless the driver is gone.
+            let _ = done_tx.send(IoEvent::Synced(batch));
+        }),
+        CommitBug::None,
+    );
     let mut d = Driver {
         host: Host::new(cfg, wall_ms()),
         storage: Storage::new(layout),
         conns: BTreeMap::new(),
         io_tx,
+        committer,
         failpoint,
         deferred: VecDeque::new(),
         shutting_down: false,
         inflight_io_count: 0,
+        sends: BTreeMap::new(),
+        syncs: Vec::new(),
+        sync_count: 0,
+        batch_count: 0,
     };
     let mut socket_path = None;
     let acceptor = match transport {
@@ -142,6 +191,7 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
     let mut code = 0;
     loop {
         d.pump();
+        d.end_round();
         if d.shutting_down && d.host.is_quiescent() && d.inflight_io_count == 0 {
             break;
         }
@@ -175,10 +225,40 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
                 break;
             }
         }
+        // Take every input that is already there before anything goes out.
+        for _ in 1..ROUND_INPUTS_MAX {
+            d.pump();
+            if let Ok(ev) = io_rx.try_recv() {
+                d.on_io(ev);
+            } else if let Ok(ev) = conn_rx.try_recv() {
+                let was = d.shutting_down;
+                d.on_conn(ev);
+                if d.shutting_down && !was {
+                    give_up_at = Some(
+                        tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS),
+                    );
+                }
+            } else {
+                break;
+            }
+        }
     }
     if let Some(a) = &acceptor {
         a.abort();
     }
+    d.pump();
+    d.end_round();
+    if d.inflight_io_count == 0 {
+        d.committer.close();
+    } else {
+        // Gave up on a sync that never came back: do not wait for it.
+        d.committer.detach();
+    }
+    // Read by the benchmarks (acks per fsync); harmless elsewhere.
+    eprintln!(
+        "msp serve: {} fdatasyncs in {} batches",
+        d.sync_count, d.batch_count
+    );
     d.flush_writers().await;
     if let Some(p) = socket_path {
         let _ = std::fs::remove_file(p);
@@ -229,6 +309,9 @@ impl Driver {
     }
 
     fn on_io(&mut self, ev: IoEvent) {
+        if let IoEvent::Synced(batch) = ev {
+            return self.on_synced(batch);
+        }
         self.inflight_io_count -= 1;
         let now = wall_ms();
         match ev {
@@ -243,43 +326,90 @@ impl Driver {
                 }
                 self.host.handle_opened(token, result, now);
             }
-            IoEvent::Read {
-                token,
-                session,
-                result,
-            } => {
-                // This process may have taken the lease while the probe ran.
-                let result = match result {
-                    ReadResult::Found { log, .. } if self.storage.holds(&session) => {
-                        ReadResult::Found {
-                            log,
-                            held_elsewhere: false,
-                        }
-                    }
-                    r => r,
-                };
+            IoEvent::Read { token, result } => {
+                // The lease registry never reports this process's own lease
+                // as held elsewhere, so the answer needs no correction.
                 self.host.handle_read(token, result, now);
             }
-            IoEvent::Synced {
-                session,
-                epoch,
-                upto_bytes,
-                result,
-            } => match self.storage.sync_done(&session, epoch, result) {
-                Some(Ok(())) => self.host.handle_synced(&session, upto_bytes, now),
-                Some(Err(e)) => self.host.handle_storage_failed(&session, &e, now),
-                None => {}
-            },
+            IoEvent::Synced(_) => unreachable!("handled above"),
             IoEvent::EffectDone { token, outcome } => {
                 self.host.handle_effect_done(token, outcome, now)
             }
         }
     }
 
+    /// A batch of the group committer: one input per completed sync, each
+    /// drained on its own, in the order the batch lists them.
+    fn on_synced(&mut self, batch: Vec<Synced<SyncKey>>) {
+        self.batch_count += 1;
+        for Synced { key, upto, result } in batch {
+            debug_assert!(self.inflight_io_count > 0, "every completion was submitted");
+            self.inflight_io_count -= 1;
+            let (session, epoch) = key;
+            let now = wall_ms();
+            match self.storage.sync_done(&session, epoch, result) {
+                Some(Ok(())) => self.host.handle_synced(&session, upto, now),
+                Some(Err(e)) => self.host.handle_storage_failed(&session, &e, now),
+                None => {}
+            }
+            self.pump();
+        }
+    }
+
     fn drop_conn(&mut self, conn: ConnId) {
+        // Frames gathered before the close still go out first.
+        self.hand_over(conn);
         if let Some(h) = self.conns.remove(&conn) {
             h.reader.abort();
             // Dropping `tx` lets the writer finish its queue and close.
+        }
+    }
+
+    /// Hands a connection's gathered frames to its writer in one piece; a
+    /// client that has not read [`transport::WRITE_QUEUE_FRAMES`] frames is
+    /// too slow and is disconnected.
+    fn hand_over(&mut self, conn: ConnId) {
+        let Some((bytes, frames)) = self.sends.remove(&conn) else {
+            return;
+        };
+        let Some(h) = self.conns.get(&conn) else {
+            return;
+        };
+        if h.send(bytes, frames).is_err() {
+            // Too slow to read its frames, or gone.
+            self.drop_conn(conn);
+            self.deferred.push_back(Deferred::Disconnect(conn));
+        }
+    }
+
+    /// The end of a round: every connection's gathered frames go to its
+    /// writer, and the gathered syncs go to the committer as one
+    /// submission.
+    fn end_round(&mut self) {
+        while let Some(conn) = self.sends.keys().next().copied() {
+            self.hand_over(conn);
+        }
+        if !self.syncs.is_empty() {
+            let reqs = std::mem::take(&mut self.syncs);
+            self.sync_count += reqs.len() as u64;
+            if let Err(back) = self.committer.submit(reqs) {
+                // The committer only closes after the loop: never here.
+                for r in back {
+                    self.inflight_io_count -= 1;
+                    let (session, _) = r.key;
+                    self.deferred.push_back(Deferred::StorageFailed(
+                        session,
+                        "the group committer has stopped".into(),
+                    ));
+                }
+            }
+        }
+        // A refused hand-over or submission is an input to feed now.
+        if !self.deferred.is_empty() {
+            self.pump();
+            if !self.sends.is_empty() || !self.syncs.is_empty() {
+                self.end_round();
+            }
         }
     }
 
@@ -307,17 +437,12 @@ impl Driver {
     fn exec(&mut self, o: Output) {
         match o {
             Output::Send { conn, line } => {
-                let Some(h) = self.conns.get(&conn) else {
+                if !self.conns.contains_key(&conn) {
                     return;
-                };
-                match h.tx.try_send(line) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) | Err(TrySendError::Closed(_)) => {
-                        // Too slow to read its frames, or gone.
-                        self.drop_conn(conn);
-                        self.deferred.push_back(Deferred::Disconnect(conn));
-                    }
                 }
+                let (bytes, frames) = self.sends.entry(conn).or_default();
+                bytes.extend_from_slice(&line);
+                *frames += 1;
             }
             Output::Close { conn } => {
                 self.drop_conn(conn);
@@ -343,14 +468,9 @@ impl Driver {
             Output::Read { session, token } => {
                 let layout = self.storage.layout().clone();
                 let guard = self.storage.guard().clone();
-                let held_here = self.storage.holds(&session);
                 self.spawn_io(move || {
-                    let result = read_session(&layout, &guard, &session, held_here);
-                    IoEvent::Read {
-                        token,
-                        session,
-                        result,
-                    }
+                    let result = read_session(&layout, &guard, &session);
+                    IoEvent::Read { token, result }
                 });
             }
             Output::Truncate { session, len_bytes } => {
@@ -367,11 +487,11 @@ impl Driver {
             } => {
                 let step = self.storage.begin_sync(&session);
                 if let Some(job) = self.storage_step(&session, step) {
-                    self.spawn_io(move || IoEvent::Synced {
-                        result: job.run(),
-                        session,
-                        epoch: job.epoch,
-                        upto_bytes,
+                    self.inflight_io_count += 1;
+                    self.syncs.push(SyncRequest {
+                        file: job.file,
+                        upto: upto_bytes,
+                        key: (session, job.epoch),
                     });
                 }
             }

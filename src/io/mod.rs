@@ -9,8 +9,14 @@
 //!   its `handle_*` methods;
 //! - [`transport`]: stdio, TCP and Unix-socket connections (a reader task
 //!   and a writer task per connection, talking to the driver over channels);
-//! - [`storage`]: session logs (append, `sync_data` on a blocking thread,
-//!   truncate) and [`lease`]s (OS advisory locks);
+//! - [`storage`]: session logs (append, truncate, open and read on blocking
+//!   threads);
+//! - [`commit`]: group commit across sessions (one batch of fsyncs at a
+//!   time, run by a pool of sync workers);
+//! - [`lease`]: the registry of this process's session leases (OS advisory
+//!   locks; [`flock`] is the real lock and the real fsync);
+//! - [`shim`]: the sync primitives of `commit` and `lease`, swapped for
+//!   loom's by the models in `models/`;
 //! - [`effects`]: the file-backed `keyed` and `unkeyed` providers;
 //! - [`clock`]: wall time in Unix milliseconds;
 //! - [`failpoint`]: the `MSP_CRASH_AT` test hook.
@@ -23,11 +29,17 @@
 
 pub mod cli;
 pub mod clock;
+pub mod commit;
 pub mod driver;
 pub mod effects;
 pub mod failpoint;
+pub mod flock;
 pub mod lease;
+pub mod shim;
 pub mod storage;
 pub mod transport;
+
+#[cfg(test)]
+mod tests;
 
 pub use cli::{serve_main, ServeArgs};

@@ -4,8 +4,9 @@
 //! [`Storage`] lives in the driver task and owns the open log files and
 //! leases of the sessions this process holds. The slow parts run on
 //! blocking threads: [`open_session`] and [`read_session`] (read a whole
-//! log) and the `sync_data` of a [`SyncJob`]. Appends are plain `write_all`
-//! calls into the page cache, in output order.
+//! log), and the `sync_data` of a [`SyncJob`] on the group committer's sync
+//! workers ([`super::commit`]). Appends are plain `write_all` calls into the
+//! page cache, in output order, on the driver's thread.
 //!
 //! Fault model: any write, truncate or fsync may fail. The first failure of
 //! a session is reported once (the driver feeds it to
@@ -20,7 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::lease::{Lease, LeaseGuard};
+use super::lease::{Lease, LeaseRegistry, Take};
 use crate::core::{OpenMode, OpenResult, ReadResult};
 
 /// The data directory layout.
@@ -78,14 +79,17 @@ pub fn valid_session_id(sid: &str) -> bool {
 #[derive(Debug)]
 pub struct OpenedFiles {
     log: Arc<File>,
-    lease: Lease,
+    lease: Lease<File>,
 }
+
+/// This process's lease registry over real lock files.
+pub type Leases = LeaseRegistry<File>;
 
 /// Carries out `Output::Open` (blocking): creates the session directory for
 /// `OpenMode::Create`, takes the lease, reads the whole log.
 pub fn open_session(
     layout: &Layout,
-    guard: &LeaseGuard,
+    guard: &Leases,
     sid: &str,
     mode: OpenMode,
 ) -> (OpenResult, Option<OpenedFiles>) {
@@ -100,7 +104,7 @@ pub fn open_session(
 
 fn try_open(
     layout: &Layout,
-    guard: &LeaseGuard,
+    guard: &Leases,
     sid: &str,
     mode: OpenMode,
 ) -> io::Result<(OpenResult, Option<OpenedFiles>)> {
@@ -122,9 +126,18 @@ fn try_open(
         sync_dir(&layout.sessions_dir())?;
         sync_dir(layout.root())?;
     }
-    let Some(lease) = guard.take(&layout.lease_path(sid))? else {
-        let log = read_or_empty(&log_path)?;
-        return Ok((OpenResult::InUse { log }, None));
+    let lease = match guard.take(&layout.lease_path(sid))? {
+        Take::Taken(lease) => lease,
+        Take::HeldElsewhere => {
+            let log = read_or_empty(&log_path)?;
+            return Ok((OpenResult::InUse { log }, None));
+        }
+        Take::HeldHere => {
+            return Ok((
+                OpenResult::Failed(format!("session {sid} is already open in this process")),
+                None,
+            ))
+        }
     };
     let file = match OpenOptions::new()
         .read(true)
@@ -151,9 +164,9 @@ fn try_open(
 }
 
 /// Carries out `Output::Read` (blocking): the whole log without the lease,
-/// and whether another process holds the lease. `held_here` says this
-/// process holds it (then the answer is `false` without probing).
-pub fn read_session(layout: &Layout, guard: &LeaseGuard, sid: &str, held_here: bool) -> ReadResult {
+/// and whether another process holds the lease (never this one: the
+/// registry answers for the leases it holds).
+pub fn read_session(layout: &Layout, guard: &Leases, sid: &str) -> ReadResult {
     if !valid_session_id(sid) {
         return ReadResult::NotFound;
     }
@@ -162,13 +175,9 @@ pub fn read_session(layout: &Layout, guard: &LeaseGuard, sid: &str, held_here: b
         Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadResult::NotFound,
         Err(e) => return ReadResult::Failed(format!("reading session {sid}: {e}")),
     };
-    let held_elsewhere = if held_here {
-        false
-    } else {
-        match guard.held_elsewhere(&layout.lease_path(sid)) {
-            Ok(h) => h,
-            Err(e) => return ReadResult::Failed(format!("probing the lease of {sid}: {e}")),
-        }
+    let held_elsewhere = match guard.held_elsewhere(&layout.lease_path(sid)) {
+        Ok(h) => h,
+        Err(e) => return ReadResult::Failed(format!("probing the lease of {sid}: {e}")),
     };
     ReadResult::Found {
         log,
@@ -201,12 +210,12 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[derive(Debug)]
 struct Held {
     log: Arc<File>,
-    _lease: Lease,
+    _lease: Lease<File>,
     epoch: u64,
     failed: bool,
 }
 
-/// An fsync to run on a blocking thread; its result goes back to
+/// An fsync for the group committer; its result goes back to
 /// [`Storage::sync_done`] with the same epoch.
 #[derive(Debug)]
 pub struct SyncJob {
@@ -214,15 +223,6 @@ pub struct SyncJob {
     pub file: Arc<File>,
     /// The incarnation of the session's files this sync belongs to.
     pub epoch: u64,
-}
-
-impl SyncJob {
-    /// Runs the fsync (blocking).
-    pub fn run(&self) -> Result<(), String> {
-        self.file
-            .sync_data()
-            .map_err(|e| format!("fsync failed: {e}"))
-    }
 }
 
 /// What the driver does after a storage operation.
@@ -240,7 +240,7 @@ pub enum Step<T> {
 #[derive(Debug)]
 pub struct Storage {
     layout: Layout,
-    guard: LeaseGuard,
+    guard: Leases,
     held: BTreeMap<String, Held>,
     next_epoch: u64,
 }
@@ -250,7 +250,7 @@ impl Storage {
     pub fn new(layout: Layout) -> Storage {
         Storage {
             layout,
-            guard: LeaseGuard::default(),
+            guard: Leases::new(()),
             held: BTreeMap::new(),
             next_epoch: 1,
         }
@@ -261,8 +261,8 @@ impl Storage {
         &self.layout
     }
 
-    /// The lease guard shared with blocking jobs.
-    pub fn guard(&self) -> &LeaseGuard {
+    /// The lease registry shared with blocking jobs.
+    pub fn guard(&self) -> &Leases {
         &self.guard
     }
 
@@ -378,10 +378,10 @@ mod tests {
             Step::Done(j) => j,
             other => panic!("no sync job: {other:?}"),
         };
-        assert_eq!(job.run(), Ok(()));
+        assert_eq!(job.file.sync_data().map_err(|e| e.to_string()), Ok(()));
         assert_eq!(st.sync_done(SID, job.epoch, Ok(())), Some(Ok(())));
-        // Another "process" (a second guard) sees the lease held.
-        let other = LeaseGuard::default();
+        // Another "process" (a second registry) sees the lease held.
+        let other = Leases::new(());
         let (r2, f2) = open_session(&layout, &other, SID, OpenMode::Existing);
         assert_eq!(
             r2,
@@ -391,7 +391,7 @@ mod tests {
         );
         assert!(f2.is_none());
         assert_eq!(
-            read_session(&layout, &other, SID, false),
+            read_session(&layout, &other, SID),
             ReadResult::Found {
                 log: b"abc".to_vec(),
                 held_elsewhere: true
@@ -411,15 +411,12 @@ mod tests {
     fn existing_mode_on_a_missing_session_is_not_found_and_creates_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
-        let guard = LeaseGuard::default();
+        let guard = Leases::new(());
         let (r, f) = open_session(&layout, &guard, SID, OpenMode::Existing);
         assert_eq!(r, OpenResult::NotFound);
         assert!(f.is_none());
         assert!(!layout.session_dir(SID).exists());
-        assert_eq!(
-            read_session(&layout, &guard, SID, false),
-            ReadResult::NotFound
-        );
+        assert_eq!(read_session(&layout, &guard, SID), ReadResult::NotFound);
     }
 
     #[test]
@@ -470,7 +467,7 @@ mod tests {
     fn bad_session_ids_never_touch_the_disk() {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
-        let guard = LeaseGuard::default();
+        let guard = Leases::new(());
         let (r, _) = open_session(
             &layout,
             &guard,

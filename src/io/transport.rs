@@ -4,8 +4,9 @@
 //! - The reader sends the bytes it reads as [`ConnEvent::Bytes`] over a
 //!   bounded channel (a client that floods the host is slowed down at its
 //!   own socket, never the driver) and reports end of input once.
-//! - The writer drains a bounded queue of frames. The driver only ever
-//!   `try_send`s into it: a client too slow to read
+//! - The writer drains a queue of frame batches (the driver hands over the
+//!   frames of one round in one piece) and writes each batch with one
+//!   write. The queue is bounded in frames: a client too slow to read
 //!   [`WRITE_QUEUE_FRAMES`] frames is disconnected rather than allowed to
 //!   stall the host or grow its memory without bound.
 //!
@@ -13,6 +14,8 @@
 //! order; stdio is connection 1.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
@@ -62,12 +65,38 @@ pub enum ConnEvent {
 /// The driver's side of a connection.
 #[derive(Debug)]
 pub struct ConnHandle {
-    /// Frames to write, each `\n`-terminated.
-    pub tx: mpsc::Sender<Vec<u8>>,
+    /// Batches of `\n`-terminated frames to write, with their frame count.
+    tx: mpsc::UnboundedSender<(Vec<u8>, usize)>,
+    /// Frames handed over and not yet written.
+    queued_frames: Arc<AtomicUsize>,
     /// Stops the reader.
     pub reader: AbortHandle,
-    /// Finishes once every queued frame is written after `tx` is dropped.
+    /// Finishes once every queued frame is written after the handle is
+    /// dropped.
     pub writer: JoinHandle<()>,
+}
+
+/// Why a batch was not handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendRefused {
+    /// The client has [`WRITE_QUEUE_FRAMES`] frames unread.
+    TooSlow,
+    /// The writer is gone.
+    Closed,
+}
+
+impl ConnHandle {
+    /// Hands `frames` frames (`bytes`, each `\n`-terminated) to the writer.
+    pub fn send(&self, bytes: Vec<u8>, frames: usize) -> Result<(), SendRefused> {
+        let queued = self.queued_frames.fetch_add(frames, Ordering::AcqRel);
+        if queued + frames > WRITE_QUEUE_FRAMES {
+            self.queued_frames.fetch_sub(frames, Ordering::AcqRel);
+            return Err(SendRefused::TooSlow);
+        }
+        self.tx
+            .send((bytes, frames))
+            .map_err(|_| SendRefused::Closed)
+    }
 }
 
 /// Starts the tasks of one connection and announces it to the driver.
@@ -83,11 +112,23 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES);
-    let writer = tokio::spawn(write_loop(conn, w, rx, events.clone()));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued_frames = Arc::new(AtomicUsize::new(0));
+    let writer = tokio::spawn(write_loop(
+        conn,
+        w,
+        rx,
+        Arc::clone(&queued_frames),
+        events.clone(),
+    ));
     let (start_tx, start_rx) = oneshot::channel();
     let reader = tokio::spawn(read_loop(conn, r, events.clone(), start_rx, on_eof)).abort_handle();
-    let handle = ConnHandle { tx, reader, writer };
+    let handle = ConnHandle {
+        tx,
+        queued_frames,
+        reader,
+        writer,
+    };
     if events
         .send(ConnEvent::Connected { conn, handle })
         .await
@@ -129,19 +170,25 @@ async fn read_loop<R: AsyncRead + Unpin>(
 async fn write_loop<W: AsyncWrite + Unpin>(
     conn: ConnId,
     w: W,
-    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut rx: mpsc::UnboundedReceiver<(Vec<u8>, usize)>,
+    queued_frames: Arc<AtomicUsize>,
     events: mpsc::Sender<ConnEvent>,
 ) {
     let mut w = BufWriter::new(w);
-    while let Some(frame) = rx.recv().await {
-        let mut ok = w.write_all(&frame).await.is_ok();
-        // Batch whatever else is queued into one flush.
+    while let Some((batch, frames)) = rx.recv().await {
+        let mut ok = w.write_all(&batch).await.is_ok();
+        let mut written = frames;
+        // Whatever else is queued goes out with it, in one flush.
         while ok {
             match rx.try_recv() {
-                Ok(more) => ok = w.write_all(&more).await.is_ok(),
+                Ok((more, n)) => {
+                    ok = w.write_all(&more).await.is_ok();
+                    written += n;
+                }
                 Err(_) => break,
             }
         }
+        queued_frames.fetch_sub(written, Ordering::AcqRel);
         if !ok || w.flush().await.is_err() {
             let _ = events.send(ConnEvent::Closed { conn }).await;
             return;
@@ -225,5 +272,51 @@ pub fn bind_unix(path: &PathBuf) -> std::io::Result<UnixListener> {
             UnixListener::bind(path)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that never reads: once [`WRITE_QUEUE_FRAMES`] frames wait
+    /// for its writer, the next hand-over is refused as too slow (the driver
+    /// then disconnects it), however the frames were batched. (The writer
+    /// may take up to its buffer's worth before it blocks on the socket.)
+    #[tokio::test]
+    async fn a_client_that_never_reads_is_refused_after_the_frame_bound() {
+        const FRAME: &[u8] = b"{\"x\":1}\n";
+        let (client, host_side) = tokio::io::duplex(64);
+        let (r, w) = tokio::io::split(host_side);
+        let (events_tx, mut events) = mpsc::channel(8);
+        assert!(attach(7, r, w, events_tx, ConnEvent::Closed { conn: 7 }).await);
+        let handle = match events.recv().await {
+            Some(ConnEvent::Connected { conn: 7, handle }) => handle,
+            other => panic!("expected Connected, got {other:?}"),
+        };
+        // What the writer can absorb before it blocks: its 8 KiB buffer,
+        // the pipe, and one batch in hand.
+        let absorbed_max = (8 * 1024 + 64) / FRAME.len() + 1000;
+        let mut taken = 0usize;
+        let refused = loop {
+            let n = 1000
+                .min(WRITE_QUEUE_FRAMES + absorbed_max + 1 - taken)
+                .max(1);
+            match handle.send(FRAME.repeat(n), n) {
+                Ok(()) => taken += n,
+                Err(e) => break e,
+            }
+            assert!(
+                taken <= WRITE_QUEUE_FRAMES + absorbed_max,
+                "{taken} frames taken from a client that reads nothing"
+            );
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(refused, SendRefused::TooSlow);
+        assert!(
+            taken >= WRITE_QUEUE_FRAMES - 1000,
+            "refused after only {taken} frames"
+        );
+        drop(client);
     }
 }

@@ -121,7 +121,7 @@ pub struct Client {
     start: Option<usize>,
     resume: Option<usize>,
     active: Option<usize>,
-    burst: Option<usize>,
+    burst: Vec<usize>,
     /// The session this client drives.
     pub session: Option<String>,
     loaded: bool,
@@ -161,7 +161,7 @@ impl Client {
             start: None,
             resume: None,
             active: None,
-            burst: None,
+            burst: Vec::new(),
             session: None,
             loaded: false,
             last_cursor: None,
@@ -400,9 +400,9 @@ impl Client {
             return;
         }
         // 3. The commands in flight (a burst rides along the active one).
-        if let Some(b) = self.burst {
-            if !self.drive(w, b, out) {
-                self.burst = None;
+        for b in std::mem::take(&mut self.burst) {
+            if self.drive(w, b, out) {
+                self.burst.push(b);
             }
         }
         if let Some(i) = self.active {
@@ -414,7 +414,10 @@ impl Client {
         if now < self.idle_until_ms {
             return;
         }
-        // 4. Something new.
+        // 4. Something new (or, option 0, nothing more).
+        if !ctx.healing && self.budget > 0 && !w.more_work(Decision::Client) {
+            self.budget = 0;
+        }
         if ctx.healing || self.budget == 0 {
             if let Some(a) = self.approvals.iter().next().cloned() {
                 self.decide_approval(w, &a, out, true);
@@ -578,19 +581,23 @@ impl Client {
         self.maybe_burst(w, out, &sid);
     }
 
-    /// Sometimes a second command leaves right behind the first (a
-    /// pipelining client): two intakes share one group commit.
+    /// Sometimes two more commands leave right behind the first (a
+    /// pipelining client): the first intake's sync is in flight when they
+    /// arrive, so the next sync covers both (a group commit, and its
+    /// crash point). Option 0: no burst.
     fn maybe_burst(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {
-        if self.burst.is_some() || !w.chance(Decision::Client, 250) {
+        if !self.burst.is_empty() || !w.chance(Decision::Client, 250) {
             return;
         }
-        self.counter += 1;
-        let mut set = serde_json::Map::new();
-        set.insert(format!("b{}", self.counter % 3), json!(self.counter));
-        let p = json!({"sessionId": sid, "expectedRevision": self.revision, "set": set});
-        let b = self.new_cmd(w, "state/update", p, Purpose::Normal);
-        self.burst = Some(b);
-        self.drive(w, b, out);
+        for _ in 0..2 {
+            self.counter += 1;
+            let mut set = serde_json::Map::new();
+            set.insert(format!("b{}", self.counter % 3), json!(self.counter));
+            let p = json!({"sessionId": sid, "expectedRevision": self.revision, "set": set});
+            let b = self.new_cmd(w, "state/update", p, Purpose::Normal);
+            self.burst.push(b);
+            self.drive(w, b, out);
+        }
     }
 
     fn pick_turn(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>, sid: &str) {
@@ -616,7 +623,7 @@ impl Client {
         approve_only: bool,
     ) {
         let sid = self.session.clone().expect("session");
-        let choice = if approve_only || w.chance(Decision::Client, 750) {
+        let choice = if approve_only || !w.chance(Decision::Client, 250) {
             "approve"
         } else {
             "deny"
@@ -847,7 +854,7 @@ impl Client {
         self.start = None;
         self.resume = None;
         self.active = None;
-        self.burst = None;
+        self.burst.clear();
         self.loaded = false;
         self.last_cursor = None;
         self.running = None;

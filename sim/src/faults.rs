@@ -42,6 +42,10 @@ pub const FAULT_NAMES: [&str; 14] = [
     "effect-lost",
 ];
 
+/// The least chance (permille) of a crash at a rarely reached crash
+/// point, when crash points are on.
+pub const RARE_CRASH_POINT_PERMILLE: u64 = 300;
+
 /// A seed's fault mix: permille per opportunity (0 = off).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FaultMix {
@@ -134,6 +138,21 @@ impl FaultMix {
             }
         }
         m
+    }
+
+    /// The chance of crashing at the named crash point `point`, so that
+    /// every 100-seed sweep crashes at each whenever crash points are on
+    /// in its mixes. The one every intake passes takes the mix's rate; the
+    /// points a command passes rarely (a deferred effect, a group commit)
+    /// no less than [`RARE_CRASH_POINT_PERMILLE`]; the rarest, a provider
+    /// call's settlement, which only a command that survived the others
+    /// reaches and which has nothing rarer behind it, twice that.
+    pub fn crash_point_permille_at(&self, point: &str) -> u64 {
+        match (self.crash_point_permille, point) {
+            (0, _) | (_, "after-intake-before-ack") => self.crash_point_permille,
+            (p, "after-effect-before-settle") => p.max(2 * RARE_CRASH_POINT_PERMILLE),
+            (p, _) => p.max(RARE_CRASH_POINT_PERMILLE),
+        }
     }
 
     /// One line naming the faults that are on and how hard.

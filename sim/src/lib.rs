@@ -8,12 +8,14 @@
 //! goes through [`world::World::decide`]; the same seed gives the same
 //! trace hash.
 
+pub mod choice;
 pub mod client;
 pub mod disk;
 pub mod faults;
 pub mod model;
 pub mod net;
 pub mod oracle;
+pub mod plan;
 pub mod process;
 pub mod run;
 pub mod sweep;

@@ -14,13 +14,15 @@ use std::collections::BTreeMap;
 use msp::core::bugs::{Bug, BugSet};
 use msp::core::{Durability, EffectMode, EffectOutcome, OpenMode, OpenResult, Output, ReadResult};
 
+use crate::choice::{Choice, Source};
 use crate::client::{Action, Client, Ctx, Role};
 use crate::disk::Disk;
 use crate::faults::FaultMix;
 use crate::net::Link;
 use crate::oracle::{self, Violation};
+use crate::plan::{Plan, Probe, ProbeSeen, Workload};
 use crate::process::HostProc;
-use crate::trace::{Actor, Trace, What};
+use crate::trace::{Actor, Fnv, Trace, What};
 use crate::workload::Scenario;
 use crate::world::{Decision, Event, World};
 
@@ -70,6 +72,11 @@ pub struct RunResult {
     /// trace). Public so tests can re-run the oracles over a doctored copy
     /// with [`oracle::check_all`].
     pub clients: Vec<Client>,
+    /// Every decision the run drew, in order: replaying their values
+    /// ([`Plan::recorded`]) gives this run again, bit for bit.
+    pub choices: Vec<Choice>,
+    /// What the plan's probe saw, if it had one.
+    pub probe: Option<ProbeSeen>,
 }
 
 struct Sim {
@@ -91,12 +98,27 @@ struct Sim {
     faults: BTreeMap<&'static str, u64>,
     cp_hits: BTreeMap<&'static str, u64>,
     cp_crashes: BTreeMap<&'static str, u64>,
+    workload: Workload,
+    host_seeds: Vec<u64>,
 }
 
 /// Runs one seed of one scenario and checks every property.
 pub fn run(cfg: &RunConfig) -> RunResult {
-    let mut w = World::new(cfg.seed, START_MS);
-    let mix = FaultMix::draw(&mut w, cfg.scenario);
+    run_with(cfg, &Plan::seeded(), None)
+}
+
+/// Runs `cfg` as `plan` says (a recorded choice sequence, a fixed workload
+/// or fault mix) and checks every property, unless `probe` stops it.
+pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunResult {
+    let mut w = match &plan.choices {
+        None => World::new(cfg.seed, START_MS),
+        Some(v) => World::with_source(Source::recorded(v.clone()), START_MS),
+    };
+    w.fixed_workload = plan.workload.is_some();
+    let mix = match &plan.mix {
+        Some(m) => m.clone(),
+        None => FaultMix::draw(&mut w, cfg.scenario),
+    };
     let idle_unload_ms = match cfg.scenario {
         Scenario::LeaseHandover => 1_500,
         _ => [0, 4_000, 600_000][w.decide(Decision::FaultMix, 3) as usize],
@@ -127,9 +149,15 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         faults: BTreeMap::new(),
         cp_hits: BTreeMap::new(),
         cp_crashes: BTreeMap::new(),
+        workload: plan.workload.unwrap_or(Workload::of(cfg.scenario)),
+        host_seeds: vec![0; cfg.scenario.hosts_count()],
     };
-    s.go();
-    let violations = oracle::check_all(&s.trace, &s.clients, cfg.scenario, &s.disk);
+    let probe = s.go(probe);
+    let violations = if probe.is_some_and(|p| p.pruned) {
+        Vec::new()
+    } else {
+        oracle::check_all(&s.trace, &s.clients, cfg.scenario, &s.disk)
+    };
     let mix = s.mix.describe();
     RunResult {
         config: cfg.clone(),
@@ -142,6 +170,8 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         violations,
         trace: s.trace,
         clients: s.clients,
+        choices: s.w.take_choices(),
+        probe,
     }
 }
 
@@ -155,7 +185,11 @@ impl Sim {
         *self.faults.entry(fault).or_insert(0) += 1;
     }
 
-    fn go(&mut self) {
+    fn go(&mut self, mut probe: Option<Probe<'_>>) -> Option<ProbeSeen> {
+        let mut seen = None;
+        if let Some(p) = &probe {
+            self.w.set_probe(p.at_decision);
+        }
         let mix = self.mix.describe();
         self.note(
             Actor::World,
@@ -165,17 +199,24 @@ impl Sim {
         for h in 0..self.hosts.len() {
             self.start_host(h);
         }
-        let drivers = self.cfg.scenario.clients_count();
-        for c in 0..drivers {
+        for _ in 0..self.workload.clients_count {
+            // Option 0 (the fewest actions): this client takes no part.
+            if !self.w.more_work(Decision::Client) {
+                continue;
+            }
+            let c = self.clients.len();
             self.clients.push(Client::new(
                 c,
                 Role::Driver,
-                self.cfg.scenario.commands_per_client(),
+                self.workload.commands_per_client,
             ));
             let at = self.w.now_ms + self.w.range(Decision::Client, 0, 50);
             self.w.schedule(at, Event::ClientWake(c));
         }
-        if self.durability == Durability::Durable {
+        if self.durability == Durability::Durable
+            && self.workload.observer
+            && self.w.more_work(Decision::Client)
+        {
             let o = self.clients.len();
             self.clients.push(Client::new(o, Role::Observer, 0));
             self.w.schedule(self.w.now_ms + 500, Event::ClientWake(o));
@@ -239,8 +280,68 @@ impl Sim {
                 }
                 Event::HostSeesClose { link } => self.host_sees_close(link),
             }
+            if seen.is_none() && self.w.probe_hit() {
+                if let Some(p) = probe.as_mut() {
+                    let state_hash = self.state_hash();
+                    let pruned = (p.prune)(state_hash);
+                    seen = Some(ProbeSeen {
+                        state_hash,
+                        decisions_count: self.w.choices().len(),
+                        pruned,
+                    });
+                    if pruned {
+                        return seen;
+                    }
+                }
+            }
         }
         self.note(Actor::World, What::Phase("end".into()));
+        seen
+    }
+
+    /// A hash of everything the rest of the run depends on (besides the
+    /// choices still to come): the history so far (the trace hash), the
+    /// clock, the events waiting, the clients, links, hosts (their cores
+    /// are a function of the history and their seeds) and the disk. Two
+    /// runs with one state hash run on alike if their choices do.
+    fn state_hash(&self) -> u64 {
+        let mut h = Fnv::new();
+        h.u64(self.trace.hash());
+        h.u64(self.w.now_ms);
+        for (at, e) in self.w.queue_snapshot() {
+            h.u64(at);
+            h.bytes(format!("{e:?}").as_bytes());
+        }
+        h.bytes(format!("{:?}", self.clients).as_bytes());
+        h.bytes(format!("{:?}", self.links).as_bytes());
+        for (hp, seed) in self.hosts.iter().zip(&self.host_seeds) {
+            h.bytes(
+                format!(
+                    "{} {} {:?} {:?} {}",
+                    hp.inc,
+                    hp.alive(),
+                    hp.timer_at_ms,
+                    hp.links,
+                    hp.next_conn
+                )
+                .as_bytes(),
+            );
+            h.u64(*seed);
+        }
+        for (name, f) in &self.disk.files {
+            h.bytes(name.as_bytes());
+            h.bytes(&f.bytes);
+            h.bytes(format!("{} {} {}", f.durable_len, f.last_write_at, f.epoch).as_bytes());
+        }
+        h.bytes(
+            format!(
+                "{:?} {:?} {:?} {}",
+                self.disk.leases, self.disk.keyed, self.disk.unkeyed, self.disk.full_until_ms
+            )
+            .as_bytes(),
+        );
+        h.bytes(format!("{} {}", self.healing, self.heal_scheduled).as_bytes());
+        h.0
     }
 
     fn heal(&mut self) {
@@ -261,7 +362,8 @@ impl Sim {
     }
 
     fn start_host(&mut self, h: usize) {
-        let seed = self.w.decide(Decision::Ids, u64::MAX);
+        let seed = self.w.bits128(Decision::Ids) as u64;
+        self.host_seeds[h] = seed;
         let now = self.w.now_ms;
         self.hosts[h].start(self.durability, seed, self.idle_unload_ms, now, self.bugs);
         let inc = self.hosts[h].inc;
@@ -316,7 +418,13 @@ impl Sim {
         for a in acts {
             match a {
                 Action::WakeAt(t) => self.w.schedule(t, Event::ClientWake(c)),
-                Action::Note(s) => self.note(Actor::Client(c), What::Note(s)),
+                Action::Note(s) => {
+                    // The client's own fault: it leaves its host.
+                    if s.starts_with("reconnect:") {
+                        self.count("reconnect");
+                    }
+                    self.note(Actor::Client(c), What::Note(s))
+                }
                 Action::Send(line) => {
                     if let Some(l) = self.clients[c].link {
                         self.send_to_host(l, line);
@@ -929,7 +1037,7 @@ impl Sim {
                 if !self.healing
                     && self
                         .w
-                        .chance(Decision::Crash, self.mix.crash_point_permille)
+                        .chance(Decision::Crash, self.mix.crash_point_permille_at(name))
                 {
                     *self.cp_crashes.entry(name).or_insert(0) += 1;
                     self.count("crash-point");

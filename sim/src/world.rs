@@ -2,15 +2,21 @@
 //! (`decide`) through which every random choice of a run goes.
 //!
 //! Fault model: none here; this module only makes choices reproducible.
-//! Every choice is a `(kind, options) -> pick` decision drawn from one
-//! `ChaCha8Rng` seeded from the run's u64 seed, and is counted, so a run can
-//! later be recorded as a schedule of decisions and shrunk by editing it.
+//! Every choice is a `(kind, options) -> pick` decision drawn from a
+//! [`Source`]: the `ChaCha8Rng` seeded from the run's u64 seed, or a
+//! recorded sequence of choices (a run file, a shrinker's candidate).
+//! Every decision is recorded ([`World::choices`]), so any run can be
+//! replayed from its choices alone. Option 0 of every decision is the
+//! simplest (no fault, first option, shortest delay, fewest actions): a
+//! recorded sequence that runs out yields the simplest run from there on.
 //! Nothing reads wall time, OS randomness or hash-map order.
 
 use std::collections::BTreeMap;
 
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+use crate::choice::{uniform, Choice, Source};
 
 /// The named decision points of a run (what a schedule records).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,65 +99,154 @@ pub enum Event {
     End,
 }
 
-/// The virtual clock, event queue and the run's only RNG.
+/// The virtual clock, event queue and the run's only source of choices.
 pub struct World {
-    rng: ChaCha8Rng,
+    source: Source,
     /// Simulated time in ms.
     pub now_ms: u64,
     queue: BTreeMap<(u64, u64), Event>,
     seq: u64,
     /// Decisions drawn so far, by kind.
     pub decisions_count: BTreeMap<Decision, u64>,
+    /// Every decision drawn, in order (one-option decisions draw nothing).
+    record: Vec<Choice>,
+    /// Ids handed out by [`World::bits128`] (keeps ids of the simplest
+    /// choices distinct).
+    ids_serial: u64,
+    /// The workload is fixed by the run's plan: [`World::more_work`] says
+    /// yes without drawing (the exhaustive check's small workloads).
+    pub fixed_workload: bool,
+    /// Raise [`World::probe_hit`] once decision number `probe_at` is drawn.
+    probe_at: Option<usize>,
+    probe_hit: bool,
 }
 
 impl World {
-    /// A world at time `start_ms` whose RNG is seeded from `seed`.
+    /// A world at time `start_ms` whose choices come from the ChaCha
+    /// stream seeded from `seed`.
     pub fn new(seed: u64, start_ms: u64) -> World {
+        World::with_source(
+            Source::Seeded(Box::new(ChaCha8Rng::seed_from_u64(seed))),
+            start_ms,
+        )
+    }
+
+    /// A world at time `start_ms` drawing its choices from `source`.
+    pub fn with_source(source: Source, start_ms: u64) -> World {
         World {
-            rng: ChaCha8Rng::seed_from_u64(seed),
+            source,
             now_ms: start_ms,
             queue: BTreeMap::new(),
             seq: 0,
             decisions_count: BTreeMap::new(),
+            record: Vec::new(),
+            ids_serial: 0,
+            fixed_workload: false,
+            probe_at: None,
+            probe_hit: false,
         }
     }
 
-    /// The seam: picks one of `options` (>= 1) choices for `kind`.
-    pub fn decide(&mut self, kind: Decision, options: u64) -> u64 {
+    /// Draws one decision: from the recorded sequence, else from the seed
+    /// with `seeded` (which returns a value in `0..options`).
+    fn draw(
+        &mut self,
+        kind: Decision,
+        options: u64,
+        seeded: impl FnOnce(&mut ChaCha8Rng) -> u64,
+    ) -> u64 {
         assert!(options >= 1, "a decision needs at least one option");
         *self.decisions_count.entry(kind).or_insert(0) += 1;
         if options == 1 {
             return 0;
         }
-        // Rejection sampling keeps every option equally likely.
-        let zone = u64::MAX - (u64::MAX % options);
-        loop {
-            let v = self.rng.next_u64();
-            if v < zone {
-                return v % options;
-            }
+        let value = match self.source.next_recorded(options) {
+            Some(v) => v,
+            None => seeded(self.source.rng().expect("a seeded source")),
+        };
+        debug_assert!(value < options);
+        self.record.push(Choice {
+            kind,
+            options,
+            value,
+        });
+        if self.probe_at.is_some_and(|p| self.record.len() > p) {
+            self.probe_at = None;
+            self.probe_hit = true;
         }
+        value
     }
 
-    /// True with probability `permille`/1000 (a `decide` over 1000 options).
+    /// The seam: picks one of `options` (>= 1) choices for `kind`, each
+    /// equally likely under a seed. Call sites order their options so
+    /// that 0 is the simplest.
+    pub fn decide(&mut self, kind: Decision, options: u64) -> u64 {
+        self.draw(kind, options, |rng| uniform(rng, options))
+    }
+
+    /// True with probability `permille`/1000 under a seed: a two-option
+    /// decision whose option 0 (the simple one: no fault) is `false`.
+    /// Certain outcomes (`permille` 0 or >= 1000) draw nothing.
     pub fn chance(&mut self, kind: Decision, permille: u64) -> bool {
         if permille == 0 {
             return false;
         }
-        self.decide(kind, 1000) < permille
+        if permille >= 1000 {
+            return true;
+        }
+        self.draw(kind, 2, |rng| u64::from(uniform(rng, 1000) < permille)) == 1
     }
 
-    /// A value in `lo..=hi`.
+    /// A value in `lo..=hi`; option 0 is `lo`.
     pub fn range(&mut self, kind: Decision, lo: u64, hi: u64) -> u64 {
         debug_assert!(lo <= hi);
         lo + self.decide(kind, hi - lo + 1)
     }
 
-    /// 128 random bits (for ids), drawn as two decisions.
+    /// 128 bits for an id, drawn as two decisions. The simplest choices
+    /// (zeros) give the lowest value not handed out yet (a serial in the
+    /// low bits), so ids stay distinct in a shrunk run.
     pub fn bits128(&mut self, kind: Decision) -> u128 {
         let hi = self.decide(kind, u64::MAX) as u128;
-        let lo = self.decide(kind, u64::MAX) as u128;
-        (hi << 64) | lo
+        let lo = self.decide(kind, u64::MAX);
+        self.ids_serial += 1;
+        (hi << 64) | lo.wrapping_add(self.ids_serial) as u128
+    }
+
+    /// Whether a client issues one more command: under a seed almost
+    /// always (999 in 1000); option 0, the simplest and what a recorded
+    /// sequence yields past its end, is "no more" (fewest actions). With a
+    /// fixed workload it says yes without drawing.
+    pub fn more_work(&mut self, kind: Decision) -> bool {
+        self.fixed_workload || self.chance(kind, 999)
+    }
+
+    /// Every decision drawn so far, in order.
+    pub fn choices(&self) -> &[Choice] {
+        &self.record
+    }
+
+    /// Takes the record of decisions drawn so far.
+    pub fn take_choices(&mut self) -> Vec<Choice> {
+        std::mem::take(&mut self.record)
+    }
+
+    /// Asks to be told ([`World::probe_hit`]) once decision number `index`
+    /// (0-based) has been drawn.
+    pub fn set_probe(&mut self, index: usize) {
+        self.probe_at = Some(index);
+        self.probe_hit = self.record.len() > index;
+    }
+
+    /// Whether the probed decision has been drawn.
+    pub fn probe_hit(&self) -> bool {
+        self.probe_hit
+    }
+
+    /// The events waiting, in order, without their insertion numbers (for
+    /// a state hash).
+    pub fn queue_snapshot(&self) -> impl Iterator<Item = (u64, &Event)> {
+        self.queue.iter().map(|((at, _), e)| (*at, e))
     }
 
     /// Schedules `ev` at absolute time `at_ms` (not before now).
@@ -196,5 +291,58 @@ mod tests {
         assert_eq!(a.now_ms, 10);
         assert_eq!(a.pop(), Some(Event::Heal));
         assert_eq!(a.pop(), None);
+    }
+
+    #[test]
+    fn a_recorded_world_replays_a_seeded_one_and_runs_out_into_the_simplest() {
+        let draw = |w: &mut World| -> Vec<u64> {
+            let mut v = Vec::new();
+            for _ in 0..40 {
+                v.push(w.decide(Decision::Client, 7));
+                v.push(u64::from(w.chance(Decision::Net, 300)));
+                v.push(w.range(Decision::Disk, 2, 15));
+                v.push(w.bits128(Decision::Ids) as u64);
+            }
+            v
+        };
+        let mut a = World::new(11, 0);
+        let va = draw(&mut a);
+        let rec = crate::choice::values(a.choices());
+        let mut b = World::with_source(Source::recorded(rec), 0);
+        assert_eq!(draw(&mut b), va);
+        assert_eq!(a.choices(), b.choices());
+        // Past the end: no fault, lowest values, no more work.
+        let mut c = World::with_source(Source::recorded(Vec::new()), 0);
+        assert!(!c.chance(Decision::Net, 999));
+        assert_eq!(c.range(Decision::Disk, 2, 15), 2);
+        assert_eq!(c.decide(Decision::Client, 5), 0);
+        assert!(!c.more_work(Decision::Client));
+        assert!(
+            c.chance(Decision::Net, 1000),
+            "a certain outcome draws nothing"
+        );
+        assert_eq!(c.choices().len(), 4);
+        // Ids of the simplest choices stay distinct.
+        assert_ne!(c.bits128(Decision::Ids), c.bits128(Decision::Ids));
+    }
+
+    #[test]
+    fn chance_is_a_two_option_decision_whose_zero_is_no() {
+        let mut w = World::new(3, 0);
+        let hits = (0..2000).filter(|_| w.chance(Decision::Net, 250)).count();
+        assert!((350..650).contains(&hits), "about a quarter: {hits}");
+        assert!(w.choices().iter().all(|c| c.options == 2 && c.value < 2));
+        let ones = w.choices().iter().filter(|c| c.value == 1).count();
+        assert_eq!(ones, hits);
+    }
+
+    #[test]
+    fn a_probe_fires_once_its_decision_is_drawn() {
+        let mut w = World::with_source(Source::recorded(vec![1, 1, 1]), 0);
+        w.set_probe(1);
+        w.decide(Decision::Net, 3);
+        assert!(!w.probe_hit());
+        w.decide(Decision::Net, 3);
+        assert!(w.probe_hit());
     }
 }

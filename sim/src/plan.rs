@@ -1,0 +1,85 @@
+//! What a run draws its choices from and what it fixes besides its
+//! [`crate::run::RunConfig`]: a recorded choice sequence instead of the
+//! seed, a fixed small workload, a fixed fault mix (the exhaustive check
+//! and the property tests enumerate faults, not fault mixes), and a probe
+//! that hashes the simulation's state after a given decision.
+//!
+//! Fault model: none; a plan only says where choices come from.
+
+use crate::faults::FaultMix;
+use crate::workload::Scenario;
+
+/// The actors of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workload {
+    /// Driving clients.
+    pub clients_count: usize,
+    /// Logical commands each client issues in the safety phase (besides
+    /// the session/start and resumes it needs).
+    pub commands_per_client: u32,
+    /// A durable run adds a client that reads the others' sessions.
+    pub observer: bool,
+}
+
+impl Workload {
+    /// The scenario's own workload.
+    pub fn of(scenario: Scenario) -> Workload {
+        Workload {
+            clients_count: scenario.clients_count(),
+            commands_per_client: scenario.commands_per_client(),
+            observer: scenario.durable(),
+        }
+    }
+}
+
+/// How a run draws its choices and what it fixes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Replay these choices (past their end, the simplest); `None` draws
+    /// from the config's seed.
+    pub choices: Option<Vec<u64>>,
+    /// A fixed workload: every client issues exactly its commands (no
+    /// "stop early" decision is drawn). `None`: the scenario's, with the
+    /// stop decision (so a shrunk run can issue fewer).
+    pub workload: Option<Workload>,
+    /// A fixed fault mix instead of one drawn from the choices.
+    pub mix: Option<FaultMix>,
+}
+
+impl Plan {
+    /// Draw everything from the seed (what `msp-sim run` does).
+    pub fn seeded() -> Plan {
+        Plan::default()
+    }
+
+    /// Replay `choices`; the workload and fault mix come from them too.
+    pub fn recorded(choices: Vec<u64>) -> Plan {
+        Plan {
+            choices: Some(choices),
+            ..Plan::default()
+        }
+    }
+}
+
+/// A look at the simulation's state once decision `at_decision` has been
+/// drawn (at the end of the world event that drew it): `prune` gets the
+/// state hash and says whether to stop the run there (its future is one
+/// already explored). Used by the exhaustive check.
+pub struct Probe<'a> {
+    /// The 0-based index of the decision.
+    pub at_decision: usize,
+    /// Called once with the state hash; `true` stops the run.
+    pub prune: &'a mut dyn FnMut(u64) -> bool,
+}
+
+/// What a probe saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeSeen {
+    /// The state hash at the end of the event that drew the decision.
+    pub state_hash: u64,
+    /// Decisions drawn by then (those after the probed one belong to the
+    /// same event).
+    pub decisions_count: usize,
+    /// The run stopped there (its oracles did not run).
+    pub pruned: bool,
+}

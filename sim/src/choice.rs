@@ -23,6 +23,11 @@ pub struct Choice {
     pub options: u64,
     /// The option taken, `0..options`.
     pub value: u64,
+    /// The simulated time it was drawn at (ms since the run began).
+    pub at_ms: u64,
+    /// Trace entries recorded before it was drawn (the last of them is
+    /// what the decision follows).
+    pub after_entries: usize,
 }
 
 /// Where decisions come from.
@@ -179,6 +184,8 @@ mod tests {
             kind: Decision::Net,
             options: 2,
             value,
+            at_ms: 0,
+            after_entries: 0,
         };
         assert_eq!(values(&[c(1), c(0), c(1), c(0), c(0)]), vec![1, 0, 1]);
         assert_eq!(nonzero_count(&[1, 0, 1]), 2);

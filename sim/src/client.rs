@@ -337,8 +337,12 @@ impl Client {
             if ctx.live_hosts.is_empty() {
                 return;
             }
-            let h =
-                ctx.live_hosts[w.decide(Decision::Placement, ctx.live_hosts.len() as u64) as usize];
+            // Option 0: the next live host after the one it last used
+            // (host 0 at first), so a client that leaves goes elsewhere.
+            let n = ctx.live_hosts.len();
+            let after = if self.next_rpc > 1 { self.host + 1 } else { 0 };
+            let first = ctx.live_hosts.iter().position(|h| *h >= after).unwrap_or(0);
+            let h = ctx.live_hosts[(first + w.decide(Decision::Placement, n as u64) as usize) % n];
             out.push(Action::Connect(h));
             return;
         }

@@ -8,17 +8,26 @@
 //! goes through [`world::World::decide`]; the same seed gives the same
 //! trace hash.
 
+pub mod check;
 pub mod choice;
 pub mod client;
+pub mod corpus;
+pub mod coverage;
 pub mod disk;
 pub mod faults;
+pub mod fuzz;
 pub mod model;
 pub mod net;
 pub mod oracle;
 pub mod plan;
 pub mod process;
+pub mod readable;
 pub mod run;
+pub mod runfile;
+pub mod shrink;
+pub mod signature;
 pub mod sweep;
+pub mod tally;
 pub mod trace;
 pub mod workload;
 pub mod world;

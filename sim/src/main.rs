@@ -1,38 +1,68 @@
-//! `msp-sim`: run, replay and merge simulator sweeps.
+//! `msp-sim`: run, replay, shrink, search and check simulator runs; keep
+//! failures as a regression corpus; merge sweep shards.
 //!
-//! Exit codes: 0 every seed passed, 1 a property was violated (or a
-//! determinism check or a "sometimes" crash-point assertion failed), 2 a
-//! usage error. Only this binary reads wall time, for progress and
-//! throughput.
+//! Exit codes: 0 every run passed, 1 a property was violated (or a
+//! determinism check failed, or a corpus entry failed or drifted), 2 a
+//! usage error or an unreadable file, 3 a coverage shortfall (a sweep of
+//! 100 seeds or more never reached or never crashed at a named crash
+//! point; nothing was violated). Only this binary reads wall time, for
+//! progress, budgets and throughput.
 
-use std::io::IsTerminal;
+mod cmd;
+
 use std::process::ExitCode;
-use std::time::Instant;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand};
 use msp::core::bugs::Bug;
-use msp_sim::run::{run, RunConfig};
-use msp_sim::sweep::{repro_line, shard_seeds, sweep, Summary};
 use msp_sim::workload::Scenario;
+
+/// Every scenario's name, for `--help` and validation.
+fn scenarios() -> PossibleValuesParser {
+    PossibleValuesParser::new(Scenario::ALL.map(|s| s.name()))
+}
+
+/// Every planted bug's name, for `--help` and validation.
+fn bugs() -> PossibleValuesParser {
+    PossibleValuesParser::new(Bug::ALL.map(|b| b.name()))
+}
 
 #[derive(Parser)]
 #[command(
     name = "msp-sim",
-    about = "Deterministic simulator for the msp runtime"
+    about = "Deterministic simulator for the msp runtime",
+    after_help = "Exit codes: 0 passed, 1 a violation (or nondeterminism, or a corpus entry failed or drifted), 2 usage or an unreadable file, 3 a coverage shortfall."
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// A run named by a seed or by a run file.
+#[derive(clap::Args, Debug, Clone)]
+struct Which {
+    /// The scenario (with --seed).
+    #[arg(long, default_value = "mixed", value_parser = scenarios())]
+    scenario: String,
+    /// The seed.
+    #[arg(long, conflicts_with = "file")]
+    seed: Option<u64>,
+    /// Plant this bug in every host (with --seed).
+    #[arg(long, value_parser = bugs())]
+    bug: Option<String>,
+    /// A run file (from `shrink --out`, a corpus entry's run, `check`).
+    #[arg(long)]
+    file: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a sweep of seeds and check every property.
     Run {
-        /// mixed | turns | crash-storm | lease-handover | ephemeral
-        #[arg(long, default_value = "mixed")]
+        /// The scenario.
+        #[arg(long, default_value = "mixed", value_parser = scenarios())]
         scenario: String,
-        /// A seed range A..B (B exclusive).
+        /// A seed range A..B (B exclusive); default 0..100.
         #[arg(long)]
         seeds: Option<String>,
         /// One seed.
@@ -44,58 +74,160 @@ enum Cmd {
         /// Run only shard K of N (K/N, 1-based).
         #[arg(long)]
         shard: Option<String>,
-        /// Print a machine-readable summary.
+        /// Print a machine-readable summary (it records its seed range and
+        /// shard, for `merge`).
         #[arg(long)]
         json: bool,
         /// Plant a bug in every host.
-        #[arg(long)]
+        #[arg(long, value_parser = bugs())]
         bug: Option<String>,
         /// Run every seed twice and compare traces.
         #[arg(long)]
         check_determinism: bool,
     },
-    /// Reproduce one seed bit for bit.
+    /// Reproduce one run bit for bit (a seed, or a run file).
     Replay {
-        /// The scenario.
-        #[arg(long, default_value = "mixed")]
-        scenario: String,
-        /// The seed.
-        #[arg(long)]
-        seed: u64,
-        /// A planted bug.
-        #[arg(long)]
-        bug: Option<String>,
-        /// Print the whole trace as a timeline.
+        #[command(flatten)]
+        which: Which,
+        /// Print the whole trace, numbered, ids named (s1, c7...).
         #[arg(long)]
         trace: bool,
+        /// With --trace: only the entries about this session or command
+        /// (a name from the legend, a full id or its last 8 characters).
+        #[arg(long, requires = "trace")]
+        focus: Option<String>,
+        /// Write the run as a run file.
+        #[arg(long)]
+        out: Option<String>,
+        /// List the run's choices that are not the simplest (index, kind,
+        /// options, value, time).
+        #[arg(long)]
+        choices: bool,
     },
-    /// Merge shard summaries written with `run --json`.
+    /// Minimise a failing run's choice sequence while it still violates
+    /// the same property.
+    Shrink {
+        #[command(flatten)]
+        which: Which,
+        /// The property to keep violating (default: the run's first).
+        #[arg(long)]
+        property: Option<String>,
+        /// Replay at most this many candidates.
+        #[arg(long, default_value_t = 4000)]
+        max_runs: u64,
+        /// Write the shrunk run file here.
+        #[arg(long)]
+        out: Option<String>,
+        /// Add the shrunk run to the corpus (corpus/regressions); needs
+        /// --postmortem.
+        #[arg(long, requires = "postmortem")]
+        save: bool,
+        /// One line: what the saved entry pins.
+        #[arg(long)]
+        postmortem: Option<String>,
+        /// The events the entry must reach, ';'-separated (default:
+        /// derived from the shrunk run).
+        #[arg(long)]
+        signature: Option<String>,
+        /// Where it came from (default: the command line).
+        #[arg(long)]
+        origin: Option<String>,
+        /// The corpus directory.
+        #[arg(long, default_value = msp_sim::corpus::DIR)]
+        corpus: String,
+    },
+    /// Coverage-guided search: keep choice sequences that reached new
+    /// coverage and mutate them; then plain random seeds for the same
+    /// time, to compare.
+    Fuzz {
+        /// The scenario.
+        #[arg(long, default_value = "mixed", value_parser = scenarios())]
+        scenario: String,
+        /// How long each of the two searches runs (e.g. 60s, 2m).
+        #[arg(long = "for", default_value = "60s")]
+        duration: String,
+        /// Plant a bug in every host.
+        #[arg(long, value_parser = bugs())]
+        bug: Option<String>,
+        /// First fresh seed (the random baseline starts there too) and
+        /// seed of the mutations.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Write the first failing run found as a run file.
+        #[arg(long)]
+        out: Option<String>,
+    },
+    /// Bounded exhaustive check: every schedule of a small workload with
+    /// at most K deviations from the simplest, every oracle on each.
+    Check {
+        /// The scenario (hosts, durability).
+        #[arg(long, default_value = "mixed", value_parser = scenarios())]
+        scenario: String,
+        /// At most this many deviations (faults, other client choices)
+        /// per schedule [default: 1; 2 with --bug].
+        #[arg(long)]
+        max_faults: Option<usize>,
+        /// Plant a bug; the check stops at the first schedule that catches
+        /// it, trying 0, 1, ... deviations in turn.
+        #[arg(long, value_parser = bugs())]
+        bug: Option<String>,
+        /// Clients of the workload.
+        #[arg(long, default_value_t = msp_sim::check::DEFAULT_WORKLOAD.clients_count)]
+        clients: usize,
+        /// Commands each client issues.
+        #[arg(long, default_value_t = msp_sim::check::DEFAULT_WORKLOAD.commands_per_client)]
+        commands: u32,
+        /// Write the first failing schedule as a run file.
+        #[arg(long)]
+        out: Option<String>,
+    },
+    /// The regression corpus: list, replay or add entries.
+    Corpus {
+        #[command(subcommand)]
+        cmd: CorpusCmd,
+    },
+    /// Merge shard summaries written with `run --json` (refuses shards
+    /// that overlap or repeat).
     Merge {
         /// Summary files.
         files: Vec<String>,
     },
 }
 
-fn usage(msg: &str) -> ExitCode {
-    eprintln!("msp-sim: {msg}");
-    ExitCode::from(2)
-}
-
-fn parse_bug(b: &Option<String>) -> Result<Option<Bug>, String> {
-    match b {
-        None => Ok(None),
-        Some(n) => Bug::from_name(n).map(Some).ok_or_else(|| {
-            let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
-            format!("unknown bug {n:?}; known: {}", names.join(", "))
-        }),
-    }
-}
-
-fn parse_scenario(s: &str) -> Result<Scenario, String> {
-    Scenario::from_name(s).ok_or_else(|| {
-        let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
-        format!("unknown scenario {s:?}; known: {}", names.join(", "))
-    })
+#[derive(Subcommand)]
+enum CorpusCmd {
+    /// List the entries.
+    List {
+        /// The corpus directory.
+        #[arg(long, default_value = msp_sim::corpus::DIR)]
+        corpus: String,
+    },
+    /// Replay every entry (or the given files) and judge each.
+    Replay {
+        /// Entry files (default: every entry of the corpus).
+        files: Vec<String>,
+        /// The corpus directory.
+        #[arg(long, default_value = msp_sim::corpus::DIR)]
+        corpus: String,
+    },
+    /// Add a run file as an entry.
+    Add {
+        /// The run file.
+        file: String,
+        /// One line: what the entry pins.
+        #[arg(long)]
+        postmortem: String,
+        /// The events the entry must reach, ';'-separated (default:
+        /// derived from the run).
+        #[arg(long)]
+        signature: Option<String>,
+        /// Where it came from.
+        #[arg(long)]
+        origin: Option<String>,
+        /// The corpus directory.
+        #[arg(long, default_value = msp_sim::corpus::DIR)]
+        corpus: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -106,6 +238,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    let origin_line = std::env::args().collect::<Vec<_>>().join(" ");
     match cli.cmd {
         Cmd::Run {
             scenario,
@@ -116,206 +249,92 @@ fn main() -> ExitCode {
             json,
             bug,
             check_determinism,
-        } => {
-            let scenario = match parse_scenario(&scenario) {
-                Ok(s) => s,
-                Err(e) => return usage(&e),
-            };
-            let bug = match parse_bug(&bug) {
-                Ok(b) => b,
-                Err(e) => return usage(&e),
-            };
-            let range = match (seeds, seed) {
-                (Some(_), Some(_)) => return usage("give --seeds or --seed, not both"),
-                (None, Some(n)) => n..n + 1,
-                (None, None) => 0..100,
-                (Some(r), None) => match r
-                    .split_once("..")
-                    .map(|(a, b)| (a.parse::<u64>(), b.parse::<u64>()))
-                {
-                    Some((Ok(a), Ok(b))) if a < b => a..b,
-                    _ => return usage("--seeds wants A..B with A < B"),
-                },
-            };
-            let (k, n) = match shard.as_deref().map(|s| {
-                s.split_once('/')
-                    .map(|(k, n)| (k.parse::<u64>(), n.parse::<u64>()))
-            }) {
-                None => (1, 1),
-                Some(Some((Ok(k), Ok(n)))) if n >= 1 && k >= 1 && k <= n => (k, n),
-                _ => return usage("--shard wants K/N with 1 <= K <= N"),
-            };
-            run_cmd(
-                scenario,
-                shard_seeds(range, k, n),
-                bug,
-                jobs,
-                json,
-                check_determinism,
-            )
-        }
-        Cmd::Replay {
-            scenario,
+        } => cmd::run::main(cmd::run::Args {
+            scenario: cmd::scenario(&scenario),
+            seeds,
             seed,
-            bug,
+            jobs,
+            shard,
+            json,
+            bug: cmd::bug(&bug),
+            check_determinism,
+        }),
+        Cmd::Replay {
+            which,
             trace,
-        } => {
-            let scenario = match parse_scenario(&scenario) {
-                Ok(s) => s,
-                Err(e) => return usage(&e),
-            };
-            let bug = match parse_bug(&bug) {
-                Ok(b) => b,
-                Err(e) => return usage(&e),
-            };
-            replay_cmd(scenario, seed, bug, trace)
-        }
-        Cmd::Merge { files } => merge_cmd(&files),
-    }
-}
-
-fn run_cmd(
-    scenario: Scenario,
-    seeds: Vec<u64>,
-    bug: Option<Bug>,
-    jobs: usize,
-    json: bool,
-    check: bool,
-) -> ExitCode {
-    let started = Instant::now();
-    let bar = if std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(seeds.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} seeds {per_sec} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        Some(b)
-    } else {
-        None
-    };
-    let tick = || {
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-    };
-    let outcomes = sweep(scenario, &seeds, bug, jobs, check, &tick);
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let mut summary = Summary::of(scenario, bug, &outcomes, check);
-    summary.wall_ms = started.elapsed().as_millis() as u64;
-    if json {
-        println!("{}", summary.to_json());
-    } else {
-        print!("{}", summary.render());
-        if let Some(o) = outcomes.iter().find(|o| o.failure.is_some()) {
-            let (p, d, lines) = o.failure.clone().expect("failure");
-            println!(
-                "\nFAILED seed {} scenario {}: property {p} violated",
-                o.seed,
-                scenario.name()
-            );
-            println!("  {d}");
-            println!("  fault mix: {}", o.mix);
-            println!("  all properties violated: {}", o.properties.join(", "));
-            println!("  last trace events:");
-            for l in lines {
-                println!("    {l}");
-            }
-            println!(
-                "  reproduce with:\n    {}",
-                repro_line(scenario, o.seed, bug)
-            );
-        }
-        for (s, d) in &summary.divergences {
-            println!(
-                "NONDETERMINISM seed {s}: {d}\n  reproduce with:\n    {} --trace",
-                repro_line(scenario, *s, bug)
-            );
-        }
-    }
-    if summary.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-fn replay_cmd(scenario: Scenario, seed: u64, bug: Option<Bug>, trace: bool) -> ExitCode {
-    let r = run(&RunConfig {
-        scenario,
-        seed,
-        bug,
-    });
-    if trace {
-        for e in &r.trace.entries {
-            println!("{e}");
-        }
-    }
-    println!(
-        "seed {seed} scenario {}: {} events, {} trace entries, simulated {:.1}s, trace hash {:016x}",
-        scenario.name(),
-        r.events_count,
-        r.trace.entries.len(),
-        r.simulated_ms as f64 / 1000.0,
-        r.trace.hash()
-    );
-    println!("fault mix: {}", r.mix);
-    if r.violations.is_empty() {
-        println!("every property holds");
-        return ExitCode::SUCCESS;
-    }
-    for v in &r.violations {
-        println!(
-            "VIOLATED {} at {}: {}",
-            v.property,
-            v.at_index
-                .map_or("end".to_string(), |i| format!("trace entry {i}")),
-            v.detail
-        );
-    }
-    let v = &r.violations[0];
-    println!("last trace events before the first violation:");
-    for l in msp_sim::sweep::context_lines(&r, v.at_index, 20) {
-        println!("  {l}");
-    }
-    ExitCode::from(1)
-}
-
-fn merge_cmd(files: &[String]) -> ExitCode {
-    if files.is_empty() {
-        return usage("merge wants summary files");
-    }
-    let mut total: Option<Summary> = None;
-    for f in files {
-        let text = match std::fs::read_to_string(f) {
-            Ok(t) => t,
-            Err(e) => return usage(&format!("{f}: {e}")),
-        };
-        let Some(s) = serde_json::from_str(&text)
-            .ok()
-            .as_ref()
-            .and_then(Summary::from_json)
-        else {
-            return usage(&format!("{f}: not a msp-sim --json summary"));
-        };
-        match &mut total {
-            None => total = Some(s),
-            Some(t) => {
-                if t.scenario != s.scenario || t.bug != s.bug {
-                    return usage("merge wants shards of one scenario and bug");
-                }
-                t.merge(&s);
-            }
-        }
-    }
-    let t = total.expect("at least one file");
-    print!("{}", t.render());
-    if t.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+            focus,
+            out,
+            choices,
+        } => cmd::replay::main(&which, trace, focus.as_deref(), out.as_deref(), choices),
+        Cmd::Shrink {
+            which,
+            property,
+            max_runs,
+            out,
+            save,
+            postmortem,
+            signature,
+            origin,
+            corpus,
+        } => cmd::shrink::main(cmd::shrink::Args {
+            which,
+            property,
+            max_runs,
+            out,
+            save: save.then_some(cmd::corpus::Save {
+                postmortem: postmortem.unwrap_or_default(),
+                signature,
+                origin: origin.unwrap_or(origin_line),
+                corpus,
+            }),
+        }),
+        Cmd::Corpus { cmd: c } => match c {
+            CorpusCmd::List { corpus } => cmd::corpus::list(&corpus),
+            CorpusCmd::Replay { files, corpus } => cmd::corpus::replay(&files, &corpus),
+            CorpusCmd::Add {
+                file,
+                postmortem,
+                signature,
+                origin,
+                corpus,
+            } => cmd::corpus::add(
+                &file,
+                cmd::corpus::Save {
+                    postmortem,
+                    signature,
+                    origin: origin.unwrap_or(origin_line),
+                    corpus,
+                },
+            ),
+        },
+        Cmd::Fuzz {
+            scenario,
+            duration,
+            bug,
+            seed,
+            out,
+        } => cmd::fuzz::main(
+            cmd::scenario(&scenario),
+            &duration,
+            cmd::bug(&bug),
+            seed,
+            out.as_deref(),
+        ),
+        Cmd::Check {
+            scenario,
+            max_faults,
+            bug,
+            clients,
+            commands,
+            out,
+        } => cmd::check::main(cmd::check::Args {
+            scenario: cmd::scenario(&scenario),
+            max_faults,
+            bug: cmd::bug(&bug),
+            clients,
+            commands,
+            out,
+        }),
+        Cmd::Merge { files } => cmd::merge::main(&files),
     }
 }

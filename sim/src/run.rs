@@ -179,6 +179,7 @@ impl Sim {
     fn note(&mut self, actor: Actor, what: What) {
         let now = self.w.now_ms - START_MS;
         self.trace.push(now, actor, what);
+        self.w.trace_len = self.trace.entries.len();
     }
 
     fn count(&mut self, fault: &'static str) {
@@ -831,7 +832,8 @@ impl Sim {
         let changed = self.disk.crash_files(&sessions, |_, last_len| {
             if last_len > 1 && w.chance(Decision::Disk, tear) {
                 tears += 1;
-                Some(w.range(Decision::Disk, 1, last_len as u64 - 1) as usize)
+                // Option 0 keeps the most (all but the last byte).
+                Some(last_len - 1 - w.range(Decision::Disk, 0, last_len as u64 - 2) as usize)
             } else {
                 None
             }

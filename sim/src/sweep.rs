@@ -1,5 +1,8 @@
 //! Sweeps: many seeds, on N threads, merged in seed order; shards;
-//! determinism double-runs; summaries (text and JSON) and their merge.
+//! determinism double-runs; summaries (text and JSON) and their merge
+//! (which refuses shards that overlap or repeat); the coverage shortfall
+//! (a named crash point never reached or never crashed at), which is not a
+//! violation.
 //!
 //! Fault model: none; a sweep only runs [`crate::run::run`] per seed.
 
@@ -10,8 +13,12 @@ use std::sync::Mutex;
 use msp::core::bugs::Bug;
 use serde_json::{json, Value};
 
+use crate::readable::{self, Legend};
 use crate::run::{run, RunConfig, RunResult};
 use crate::workload::Scenario;
+
+/// How many trace entries a failing seed's report shows at most.
+pub const REPORT_LINES: usize = 24;
 
 /// One seed's outcome, small enough to keep for every seed.
 #[derive(Debug, Clone)]
@@ -30,7 +37,9 @@ pub struct SeedOutcome {
     pub cp_hits: BTreeMap<&'static str, u64>,
     /// Crash points crashed at.
     pub cp_crashes: BTreeMap<&'static str, u64>,
-    /// The first violation: property, explanation, the trace lines before it.
+    /// The first violation: property, explanation, the trace entries that
+    /// matter to it (from the earliest about its ids, numbered, ids named)
+    /// and the names they use.
     pub failure: Option<(String, String, Vec<String>)>,
     /// Every violated property (deduplicated, in order).
     pub properties: Vec<String>,
@@ -77,11 +86,10 @@ pub fn run_seed(scenario: Scenario, seed: u64, bug: Option<Bug>, double: bool) -
         None
     };
     let failure = r.violations.first().map(|v| {
-        (
-            v.property.to_string(),
-            v.detail.clone(),
-            context_lines(&r, v.at_index, 12),
-        )
+        let legend = Legend::of(&r.trace);
+        let mut lines = readable::report(&r.trace, &legend, v, REPORT_LINES);
+        lines.extend(legend.used_in(&lines));
+        (v.property.to_string(), v.detail.clone(), lines)
     });
     let mut properties: Vec<String> = Vec::new();
     for v in &r.violations {
@@ -145,9 +153,49 @@ pub fn sweep(
         .collect()
 }
 
+/// The seeds one summary covers: shard `k` of `n` of `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedPart {
+    /// First seed of the range.
+    pub start: u64,
+    /// End of the range (exclusive).
+    pub end: u64,
+    /// The shard (1-based).
+    pub shard_k: u64,
+    /// Of this many.
+    pub shard_n: u64,
+}
+
+impl SeedPart {
+    /// Whether `seed` is one of this part's.
+    pub fn contains(&self, seed: u64) -> bool {
+        (self.start..self.end).contains(&seed) && seed % self.shard_n == self.shard_k - 1
+    }
+
+    /// A seed both parts hold, if any.
+    pub fn overlap(&self, o: &SeedPart) -> Option<u64> {
+        (self.start.max(o.start)..self.end.min(o.end)).find(|s| self.contains(*s) && o.contains(*s))
+    }
+}
+
+impl std::fmt::Display for SeedPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seeds {}..{} shard {}/{}",
+            self.start, self.end, self.shard_k, self.shard_n
+        )
+    }
+}
+
+/// How many failing seeds a human summary lists.
+pub const FAILING_SEEDS_SHOWN: usize = 20;
+
 /// A sweep summary (mergeable across shards).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
+    /// The seeds it covers (one part per shard merged in).
+    pub parts: Vec<SeedPart>,
     /// Scenario name.
     pub scenario: String,
     /// Planted bug, if any.
@@ -216,6 +264,16 @@ impl Summary {
     /// Crash points never hit, when the sweep is large enough to expect
     /// every one (a "sometimes" assertion).
     pub fn missed_crash_points(&self) -> Vec<&'static str> {
+        self.never(&self.cp_hits)
+    }
+
+    /// Crash points never crashed at, when the sweep is large enough to
+    /// expect every one.
+    pub fn uncrashed_crash_points(&self) -> Vec<&'static str> {
+        self.never(&self.cp_crashes)
+    }
+
+    fn never(&self, counts: &BTreeMap<String, u64>) -> Vec<&'static str> {
         let enabled = Scenario::from_name(&self.scenario).is_some_and(|s| s.crash_points_enabled());
         if !enabled || self.seeds_count < 100 {
             return Vec::new();
@@ -223,13 +281,67 @@ impl Summary {
         msp::core::CrashPoint::ALL
             .iter()
             .map(|p| p.name())
-            .filter(|n| self.cp_hits.get(*n).copied().unwrap_or(0) == 0)
+            .filter(|n| counts.get(*n).copied().unwrap_or(0) == 0)
             .collect()
+    }
+
+    /// The coverage shortfall: one line per crash point a sweep of 100
+    /// seeds or more never reached or never crashed at (not a violation:
+    /// the sweep did not test what it should have).
+    pub fn shortfall(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .missed_crash_points()
+            .into_iter()
+            .map(|n| {
+                format!(
+                    "crash point {n} was never reached in {} seeds",
+                    self.seeds_count
+                )
+            })
+            .collect();
+        for n in self.uncrashed_crash_points() {
+            if !self.missed_crash_points().contains(&n) {
+                out.push(format!(
+                    "crash point {n} was reached but never crashed at in {} seeds",
+                    self.seeds_count
+                ));
+            }
+        }
+        out
+    }
+
+    /// Whether a property was violated or a seed ran two ways.
+    pub fn violated(&self) -> bool {
+        !self.failures.is_empty() || !self.divergences.is_empty()
+    }
+
+    /// Refuses to merge `o` into this summary if a seed would count twice
+    /// (a repeated or overlapping shard) or if either does not say which
+    /// seeds it covers.
+    pub fn check_disjoint(&self, o: &Summary) -> Result<(), String> {
+        if self.parts.is_empty() || o.parts.is_empty() {
+            return Err(
+                "a summary does not record its seed range and shard (written by an older msp-sim?)"
+                    .into(),
+            );
+        }
+        for a in &self.parts {
+            for b in &o.parts {
+                if a == b {
+                    return Err(format!("{a} is given twice"));
+                }
+                if let Some(s) = a.overlap(b) {
+                    return Err(format!("{a} and {b} overlap (seed {s} is in both)"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The machine-readable form.
     pub fn to_json(&self) -> Value {
         json!({
+            "parts": self.parts.iter().map(|p| json!({"seeds": [p.start, p.end], "shard": [p.shard_k, p.shard_n]})).collect::<Vec<_>>(),
             "scenario": self.scenario,
             "bug": self.bug,
             "seeds": self.seeds_count,
@@ -256,7 +368,29 @@ impl Summary {
                 })
                 .unwrap_or_default()
         };
+        let parts = match v.get("parts") {
+            None => Vec::new(),
+            Some(p) => p
+                .as_array()?
+                .iter()
+                .map(|x| {
+                    let pair = |k: &str| -> Option<(u64, u64)> {
+                        let a = x[k].as_array()?;
+                        Some((a.first()?.as_u64()?, a.get(1)?.as_u64()?))
+                    };
+                    let (start, end) = pair("seeds")?;
+                    let (shard_k, shard_n) = pair("shard")?;
+                    (shard_k >= 1 && shard_k <= shard_n).then_some(SeedPart {
+                        start,
+                        end,
+                        shard_k,
+                        shard_n,
+                    })
+                })
+                .collect::<Option<Vec<SeedPart>>>()?,
+        };
         Some(Summary {
+            parts,
             scenario: v["scenario"].as_str()?.to_string(),
             bug: v["bug"].as_str().map(str::to_string),
             seeds_count: v["seeds"].as_u64()?,
@@ -291,8 +425,10 @@ impl Summary {
         })
     }
 
-    /// Adds another shard's summary (same scenario and bug).
+    /// Adds another shard's summary (same scenario and bug; see
+    /// [`Summary::check_disjoint`] first).
     pub fn merge(&mut self, o: &Summary) {
+        self.parts.extend(o.parts.iter().copied());
         self.seeds_count += o.seeds_count;
         self.failures.extend(o.failures.iter().cloned());
         self.failures.sort_by_key(|f| f.0);
@@ -337,6 +473,32 @@ impl Summary {
             self.simulated_ms as f64 / 1000.0,
             self.simulated_ms as f64 / (self.wall_ms.max(1) as f64)
         ));
+        if !self.failures.is_empty() {
+            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+            for (_, p, _) in &self.failures {
+                *by.entry(p.as_str()).or_insert(0) += 1;
+            }
+            let counts: Vec<String> = by.iter().map(|(p, n)| format!("{p} {n}")).collect();
+            s.push_str(&format!(
+                "failing seeds by property: {}\n",
+                counts.join(", ")
+            ));
+            let shown: Vec<String> = self
+                .failures
+                .iter()
+                .take(FAILING_SEEDS_SHOWN)
+                .map(|(seed, p, _)| format!("{seed} ({p})"))
+                .collect();
+            s.push_str(&format!(
+                "failing seeds{}: {}\n",
+                if self.failures.len() > FAILING_SEEDS_SHOWN {
+                    format!(" (first {FAILING_SEEDS_SHOWN} of {})", self.failures.len())
+                } else {
+                    String::new()
+                },
+                shown.join(", ")
+            ));
+        }
         let faults: Vec<String> = crate::faults::FAULT_NAMES
             .iter()
             .map(|f| format!("{f}={}", self.faults.get(*f).copied().unwrap_or(0)))
@@ -350,20 +512,15 @@ impl Summary {
                 self.cp_crashes.get(n).copied().unwrap_or(0)
             ));
         }
-        for n in self.missed_crash_points() {
-            s.push_str(&format!(
-                "SOMETIMES FAILED: crash point {n} was never reached in {} seeds\n",
-                self.seeds_count
-            ));
+        for n in self.shortfall() {
+            s.push_str(&format!("COVERAGE SHORTFALL: {n}\n"));
         }
         s
     }
 
-    /// Whether the sweep passed.
+    /// Whether the sweep passed: nothing violated, no coverage shortfall.
     pub fn passed(&self) -> bool {
-        self.failures.is_empty()
-            && self.divergences.is_empty()
-            && self.missed_crash_points().is_empty()
+        !self.violated() && self.shortfall().is_empty()
     }
 }
 

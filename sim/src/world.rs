@@ -104,10 +104,14 @@ pub struct World {
     source: Source,
     /// Simulated time in ms.
     pub now_ms: u64,
+    start_ms: u64,
     queue: BTreeMap<(u64, u64), Event>,
     seq: u64,
     /// Decisions drawn so far, by kind.
     pub decisions_count: BTreeMap<Decision, u64>,
+    /// Trace entries recorded so far (the run keeps it current; each
+    /// choice records it).
+    pub trace_len: usize,
     /// Every decision drawn, in order (one-option decisions draw nothing).
     record: Vec<Choice>,
     /// Ids handed out by [`World::bits128`] (keeps ids of the simplest
@@ -136,9 +140,11 @@ impl World {
         World {
             source,
             now_ms: start_ms,
+            start_ms,
             queue: BTreeMap::new(),
             seq: 0,
             decisions_count: BTreeMap::new(),
+            trace_len: 0,
             record: Vec::new(),
             ids_serial: 0,
             fixed_workload: false,
@@ -169,6 +175,8 @@ impl World {
             kind,
             options,
             value,
+            at_ms: self.now_ms - self.start_ms,
+            after_entries: self.trace_len,
         });
         if self.probe_at.is_some_and(|p| self.record.len() > p) {
             self.probe_at = None;
@@ -203,14 +211,17 @@ impl World {
         lo + self.decide(kind, hi - lo + 1)
     }
 
-    /// 128 bits for an id, drawn as two decisions. The simplest choices
-    /// (zeros) give the lowest value not handed out yet (a serial in the
-    /// low bits), so ids stay distinct in a shrunk run.
+    /// 128 bits for an id, drawn as two decisions. The low 20 bits are a
+    /// serial, so ids never collide within a run whatever the choices (a
+    /// shrunk run must not turn two commands into one by lowering an id
+    /// choice); the simplest choices (zeros) give the lowest value not
+    /// handed out yet.
     pub fn bits128(&mut self, kind: Decision) -> u128 {
         let hi = self.decide(kind, u64::MAX) as u128;
         let lo = self.decide(kind, u64::MAX);
         self.ids_serial += 1;
-        (hi << 64) | lo.wrapping_add(self.ids_serial) as u128
+        debug_assert!(self.ids_serial < 1 << 20, "ids serial overflow");
+        (hi << 64) | ((lo << 20) | (self.ids_serial & 0xF_FFFF)) as u128
     }
 
     /// Whether a client issues one more command: under a seed almost
@@ -322,8 +333,11 @@ mod tests {
             "a certain outcome draws nothing"
         );
         assert_eq!(c.choices().len(), 4);
-        // Ids of the simplest choices stay distinct.
+        // Ids of the simplest choices stay distinct, and so do ids whose
+        // choices differ by the serial's step.
         assert_ne!(c.bits128(Decision::Ids), c.bits128(Decision::Ids));
+        let mut d = World::with_source(Source::recorded(vec![0, 1, 0, 0]), 0);
+        assert_ne!(d.bits128(Decision::Ids), d.bits128(Decision::Ids));
     }
 
     #[test]

@@ -1,0 +1,43 @@
+//! `msp-sim merge`: shard summaries into one; refuses shards that overlap
+//! or repeat (a seed would count twice).
+
+use std::process::ExitCode;
+
+use msp_sim::sweep::Summary;
+
+use super::usage;
+
+pub fn main(files: &[String]) -> ExitCode {
+    if files.is_empty() {
+        return usage("merge wants summary files");
+    }
+    let mut total: Option<Summary> = None;
+    for f in files {
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => return usage(&format!("{f}: {e}")),
+        };
+        let Some(s) = serde_json::from_str(&text)
+            .ok()
+            .as_ref()
+            .and_then(Summary::from_json)
+        else {
+            return usage(&format!("{f}: not a msp-sim --json summary"));
+        };
+        match &mut total {
+            None => total = Some(s),
+            Some(t) => {
+                if t.scenario != s.scenario || t.bug != s.bug {
+                    return usage("merge wants shards of one scenario and bug");
+                }
+                if let Err(e) = t.check_disjoint(&s) {
+                    return usage(&format!("{f}: refused: {e}"));
+                }
+                t.merge(&s);
+            }
+        }
+    }
+    let t = total.expect("at least one file");
+    print!("{}", t.render());
+    super::run::exit_of(&t)
+}

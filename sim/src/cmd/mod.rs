@@ -1,0 +1,78 @@
+//! The subcommands of `msp-sim`, one module each, and what they share:
+//! naming a run (a seed or a run file) and exit codes.
+
+pub mod check;
+pub mod corpus;
+pub mod fuzz;
+pub mod merge;
+pub mod replay;
+pub mod run;
+pub mod shrink;
+
+use std::process::ExitCode;
+
+use msp::core::bugs::Bug;
+use msp_sim::plan::Plan;
+use msp_sim::run::RunConfig;
+use msp_sim::runfile::RunFile;
+use msp_sim::workload::Scenario;
+
+use crate::Which;
+
+/// Exit code: a property was violated (or a corpus entry failed).
+pub const EXIT_VIOLATION: u8 = 1;
+/// Exit code: usage error or unreadable file.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: a coverage shortfall, nothing violated.
+pub const EXIT_SHORTFALL: u8 = 3;
+
+/// Prints `msg` and exits with the usage code.
+pub fn usage(msg: &str) -> ExitCode {
+    eprintln!("msp-sim: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// A scenario name clap already validated.
+pub fn scenario(name: &str) -> Scenario {
+    Scenario::from_name(name).expect("clap checks scenario names")
+}
+
+/// A bug name clap already validated.
+pub fn bug(name: &Option<String>) -> Option<Bug> {
+    name.as_deref()
+        .map(|n| Bug::from_name(n).expect("clap checks bug names"))
+}
+
+/// A run to replay: its config, its plan, and the run file it came from.
+pub struct Named {
+    /// The config.
+    pub cfg: RunConfig,
+    /// The plan (seeded, or the file's choices).
+    pub plan: Plan,
+    /// The file, if the run came from one.
+    pub file: Option<RunFile>,
+}
+
+/// Resolves `--seed`/`--file`.
+pub fn named(w: &Which) -> Result<Named, String> {
+    match (&w.file, w.seed) {
+        (Some(f), None) => {
+            let file = RunFile::load(f).map_err(|e| e.to_string())?;
+            Ok(Named {
+                cfg: file.config(),
+                plan: file.plan(),
+                file: Some(file),
+            })
+        }
+        (None, Some(seed)) => Ok(Named {
+            cfg: RunConfig {
+                scenario: scenario(&w.scenario),
+                seed,
+                bug: bug(&w.bug),
+            },
+            plan: Plan::seeded(),
+            file: None,
+        }),
+        _ => Err("name a run with --seed N (and --scenario, --bug) or --file F".into()),
+    }
+}

@@ -1,0 +1,164 @@
+//! `msp-sim run`: a sweep of seeds, a summary, the first failure's report.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use msp::core::bugs::Bug;
+use msp_sim::sweep::{repro_line, shard_seeds, sweep, SeedPart, Summary};
+use msp_sim::workload::Scenario;
+
+use super::{usage, EXIT_SHORTFALL, EXIT_VIOLATION};
+
+/// How often a sweep whose stderr is not a terminal prints progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// `run`'s arguments.
+pub struct Args {
+    pub scenario: Scenario,
+    pub seeds: Option<String>,
+    pub seed: Option<u64>,
+    pub jobs: usize,
+    pub shard: Option<String>,
+    pub json: bool,
+    pub bug: Option<Bug>,
+    pub check_determinism: bool,
+}
+
+pub fn main(a: Args) -> ExitCode {
+    let range = match (a.seeds, a.seed) {
+        (Some(_), Some(_)) => return usage("give --seeds or --seed, not both"),
+        (None, Some(n)) => n..n + 1,
+        (None, None) => 0..100,
+        (Some(r), None) => match r
+            .split_once("..")
+            .map(|(x, y)| (x.parse::<u64>(), y.parse::<u64>()))
+        {
+            Some((Ok(x), Ok(y))) if x < y => x..y,
+            _ => return usage("--seeds wants A..B with A < B"),
+        },
+    };
+    let (k, n) = match a.shard.as_deref().map(|s| {
+        s.split_once('/')
+            .map(|(k, n)| (k.parse::<u64>(), n.parse::<u64>()))
+    }) {
+        None => (1, 1),
+        Some(Some((Ok(k), Ok(n)))) if n >= 1 && k >= 1 && k <= n => (k, n),
+        _ => return usage("--shard wants K/N with 1 <= K <= N"),
+    };
+    let part = SeedPart {
+        start: range.start,
+        end: range.end,
+        shard_k: k,
+        shard_n: n,
+    };
+    let seeds = shard_seeds(range, k, n);
+    sweep_cmd(
+        a.scenario,
+        seeds,
+        part,
+        a.bug,
+        a.jobs,
+        a.json,
+        a.check_determinism,
+    )
+}
+
+fn sweep_cmd(
+    scenario: Scenario,
+    seeds: Vec<u64>,
+    part: SeedPart,
+    bug: Option<Bug>,
+    jobs: usize,
+    json: bool,
+    check: bool,
+) -> ExitCode {
+    let started = Instant::now();
+    let total = seeds.len();
+    let bar = if std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} seeds {per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    // Without a terminal (CI, a pipe): one plain line every 10 s.
+    let plain = Mutex::new((0usize, Instant::now()));
+    let tick = || {
+        if let Some(b) = &bar {
+            b.inc(1);
+            return;
+        }
+        let mut p = plain.lock().expect("no poisoned lock");
+        p.0 += 1;
+        if p.1.elapsed() >= PROGRESS_EVERY {
+            p.1 = Instant::now();
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!(
+                "progress: {}/{total} seeds in {secs:.0}s ({:.1} seeds/s)",
+                p.0,
+                p.0 as f64 / secs.max(1e-9)
+            );
+        }
+    };
+    let outcomes = sweep(scenario, &seeds, bug, jobs, check, &tick);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let mut summary = Summary::of(scenario, bug, &outcomes, check);
+    summary.parts.push(part);
+    summary.wall_ms = started.elapsed().as_millis() as u64;
+    if json {
+        println!("{}", summary.to_json());
+    } else {
+        print!("{}", summary.render());
+        if let Some(o) = outcomes.iter().find(|o| o.failure.is_some()) {
+            let (p, d, lines) = o.failure.clone().expect("failure");
+            println!(
+                "\nFAILED seed {} scenario {}: property {p} violated",
+                o.seed,
+                scenario.name()
+            );
+            println!("  {d}");
+            println!("  fault mix: {}", o.mix);
+            println!("  all properties violated: {}", o.properties.join(", "));
+            println!("  the trace entries that matter (from the earliest about its ids):");
+            for l in lines {
+                println!("    {l}");
+            }
+            println!(
+                "  reproduce with:\n    {}\n  shrink with:\n    {}",
+                repro_line(scenario, o.seed, bug),
+                repro_line(scenario, o.seed, bug).replace(" replay ", " shrink ")
+            );
+        }
+        for (s, d) in &summary.divergences {
+            println!(
+                "NONDETERMINISM seed {s}: {d}\n  reproduce with:\n    {} --trace",
+                repro_line(scenario, *s, bug)
+            );
+        }
+    }
+    exit_of(&summary)
+}
+
+/// The exit code a summary calls for.
+pub fn exit_of(s: &Summary) -> ExitCode {
+    if s.violated() {
+        ExitCode::from(EXIT_VIOLATION)
+    } else if !s.shortfall().is_empty() {
+        eprintln!(
+            "msp-sim: coverage shortfall (nothing was violated, but the sweep did not test what it must): {}",
+            s.shortfall().join("; ")
+        );
+        ExitCode::from(EXIT_SHORTFALL)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,394 @@
+//! The run file: one run as data (JSON, versioned), enough to replay it
+//! bit for bit without its seed: the scenario, the planted bug, the seed
+//! it came from (if any), a fixed workload or fault mix (if the run had
+//! one), the compact choice sequence, the property it violated, and the
+//! trace hash a replay must give.
+//!
+//! ```json
+//! {"format": "msp-sim run", "version": 1, "scenario": "crash-storm",
+//!  "bug": "torn-tail-accepted", "seed": 12, "workload": null,
+//!  "faultMix": null, "choices": "1 0*3 2 0*40 1", "choicesCount": 48,
+//!  "property": "log-integrity", "traceHash": "5f0c...", "steps": 7,
+//!  "events": 812}
+//! ```
+//!
+//! `steps` and `events` are informative; `choices` (see
+//! [`crate::choice::encode`]) is what the replay reads.
+//!
+//! Fault model: none; a run file only records.
+
+use std::fmt;
+
+use msp::core::bugs::Bug;
+use serde_json::{json, Map, Value};
+
+use crate::choice;
+use crate::faults::FaultMix;
+use crate::plan::{Plan, Workload};
+use crate::run::{run_with, RunConfig, RunResult};
+use crate::tally::Tally;
+use crate::workload::Scenario;
+
+/// The `format` member of every run file.
+pub const FORMAT: &str = "msp-sim run";
+/// The version this build writes and reads.
+pub const VERSION: u64 = 1;
+
+/// A run, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFile {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The planted bug, if any.
+    pub bug: Option<Bug>,
+    /// The seed the run was first drawn from, if it was (informative: the
+    /// replay reads only the choices).
+    pub seed: Option<u64>,
+    /// A fixed workload instead of the scenario's.
+    pub workload: Option<Workload>,
+    /// A fixed fault mix instead of one drawn from the choices.
+    pub mix: Option<FaultMix>,
+    /// The choice sequence (trailing simplest choices left out).
+    pub choices: Vec<u64>,
+    /// The property the run violated, if it did.
+    pub property: Option<String>,
+    /// The trace hash of the run.
+    pub trace_hash: u64,
+    /// Its steps (informative).
+    pub steps: u64,
+    /// Its world events (informative).
+    pub events_count: u64,
+}
+
+/// A run file that could not be read: the file and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunFileError {
+    /// The file could not be read or written.
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        error: String,
+    },
+    /// The file is not a run file this build reads.
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+impl fmt::Display for RunFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunFileError::Io { path, error } => write!(f, "{path}: {error}"),
+            RunFileError::Invalid { path, what } => write!(f, "{path}: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for RunFileError {}
+
+impl RunFile {
+    /// The run file of `r`, a run of `cfg` under `plan`; `seed` says
+    /// whether it was drawn from the config's seed.
+    pub fn of(
+        cfg: &RunConfig,
+        plan: &Plan,
+        r: &RunResult,
+        seed: Option<u64>,
+        property: Option<&str>,
+    ) -> RunFile {
+        let t = Tally::of(r);
+        RunFile {
+            scenario: cfg.scenario,
+            bug: cfg.bug,
+            seed,
+            workload: plan.workload,
+            mix: plan.mix.clone(),
+            choices: choice::values(&r.choices),
+            property: property.map(str::to_string),
+            trace_hash: r.trace.hash(),
+            steps: t.steps(),
+            events_count: r.events_count,
+        }
+    }
+
+    /// The config to replay it with.
+    pub fn config(&self) -> RunConfig {
+        RunConfig {
+            scenario: self.scenario,
+            seed: self.seed.unwrap_or(0),
+            bug: self.bug,
+        }
+    }
+
+    /// The plan to replay it with (its choices, workload and mix).
+    pub fn plan(&self) -> Plan {
+        Plan {
+            choices: Some(self.choices.clone()),
+            workload: self.workload,
+            mix: self.mix.clone(),
+        }
+    }
+
+    /// Replays it.
+    pub fn replay(&self) -> RunResult {
+        run_with(&self.config(), &self.plan(), None)
+    }
+
+    /// The JSON form.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "format": FORMAT,
+            "version": VERSION,
+            "scenario": self.scenario.name(),
+            "bug": self.bug.map(|b| b.name()),
+            "seed": self.seed,
+            "workload": self.workload.map(|w| json!({
+                "clients": w.clients_count,
+                "commandsPerClient": w.commands_per_client,
+                "observer": w.observer,
+            })),
+            "faultMix": self.mix.as_ref().map(mix_to_json),
+            "choices": choice::encode(&self.choices),
+            "choicesCount": self.choices.len(),
+            "property": self.property,
+            "traceHash": format!("{:016x}", self.trace_hash),
+            "steps": self.steps,
+            "events": self.events_count,
+        })
+    }
+
+    /// Parses [`RunFile::to_json`]'s form; says what is wrong.
+    pub fn from_json(v: &Value) -> Result<RunFile, String> {
+        let o = v.as_object().ok_or("not a JSON object")?;
+        if o.get("format").and_then(Value::as_str) != Some(FORMAT) {
+            return Err(format!("\"format\" is not {FORMAT:?}"));
+        }
+        match o.get("version").and_then(Value::as_u64) {
+            Some(VERSION) => {}
+            Some(n) => return Err(format!("version {n}; this build reads version {VERSION}")),
+            None => return Err("no \"version\"".into()),
+        }
+        let scenario = str_member(o, "scenario")?;
+        let scenario = Scenario::from_name(scenario)
+            .ok_or_else(|| format!("unknown scenario {scenario:?}"))?;
+        let bug = match o.get("bug") {
+            None | Some(Value::Null) => None,
+            Some(b) => {
+                let n = b.as_str().ok_or("\"bug\" is not a string")?;
+                Some(Bug::from_name(n).ok_or_else(|| format!("unknown bug {n:?}"))?)
+            }
+        };
+        let seed = opt_u64(o, "seed")?;
+        let workload = match o.get("workload") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(w)) => Some(Workload {
+                clients_count: u64_member(w, "clients")? as usize,
+                commands_per_client: u32::try_from(u64_member(w, "commandsPerClient")?)
+                    .map_err(|_| "\"commandsPerClient\" is too large")?,
+                observer: w
+                    .get("observer")
+                    .and_then(Value::as_bool)
+                    .ok_or("\"workload\" has no boolean \"observer\"")?,
+            }),
+            Some(_) => return Err("\"workload\" is not an object".into()),
+        };
+        let mix = match o.get("faultMix") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(mix_from_json(m)?),
+            Some(_) => return Err("\"faultMix\" is not an object".into()),
+        };
+        let choices =
+            choice::decode(str_member(o, "choices")?).map_err(|e| format!("\"choices\": {e}"))?;
+        if let Some(n) = opt_u64(o, "choicesCount")? {
+            if n != choices.len() as u64 {
+                return Err(format!(
+                    "\"choicesCount\" says {n} but \"choices\" holds {}",
+                    choices.len()
+                ));
+            }
+        }
+        let property = match o.get("property") {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(
+                p.as_str()
+                    .ok_or("\"property\" is not a string")?
+                    .to_string(),
+            ),
+        };
+        let hash = str_member(o, "traceHash")?;
+        let trace_hash = u64::from_str_radix(hash, 16)
+            .map_err(|_| format!("\"traceHash\" {hash:?} is not 16 hex digits"))?;
+        Ok(RunFile {
+            scenario,
+            bug,
+            seed,
+            workload,
+            mix,
+            choices,
+            property,
+            trace_hash,
+            steps: opt_u64(o, "steps")?.unwrap_or(0),
+            events_count: opt_u64(o, "events")?.unwrap_or(0),
+        })
+    }
+
+    /// Reads a run file.
+    pub fn load(path: &str) -> Result<RunFile, RunFileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| RunFileError::Io {
+            path: path.to_string(),
+            error: e.to_string(),
+        })?;
+        let invalid = |what: String| RunFileError::Invalid {
+            path: path.to_string(),
+            what,
+        };
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+        RunFile::from_json(&v).map_err(invalid)
+    }
+
+    /// Writes it (pretty JSON, one trailing newline).
+    pub fn save(&self, path: &str) -> Result<(), RunFileError> {
+        write_json(path, &self.to_json())
+    }
+}
+
+/// Writes `v` as pretty JSON with a trailing newline.
+pub fn write_json(path: &str, v: &Value) -> Result<(), RunFileError> {
+    let mut text = serde_json::to_string_pretty(v).expect("a JSON value serialises");
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| RunFileError::Io {
+        path: path.to_string(),
+        error: e.to_string(),
+    })
+}
+
+/// The fault mix's members, in the order [`FaultMix::describe`] prints.
+fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 14] {
+    [
+        ("drop", &mut m.drop_permille),
+        ("dup", &mut m.dup_permille),
+        ("delay", &mut m.delay_permille),
+        ("delayMaxMs", &mut m.delay_max_ms),
+        ("reorder", &mut m.reorder_permille),
+        ("cut", &mut m.cut_permille),
+        ("reconnect", &mut m.reconnect_permille),
+        ("tear", &mut m.tear_permille),
+        ("fsyncFail", &mut m.fsync_fail_permille),
+        ("diskFull", &mut m.disk_full_permille),
+        ("crash", &mut m.crash_step_permille),
+        ("crashPoint", &mut m.crash_point_permille),
+        ("power", &mut m.power_permille),
+        ("effectLost", &mut m.effect_lost_permille),
+    ]
+}
+
+/// A fault mix as JSON (permille per fault, `delayMaxMs`).
+pub fn mix_to_json(m: &FaultMix) -> Value {
+    let mut copy = m.clone();
+    let o: Map<String, Value> = mix_fields(&mut copy)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!(*v)))
+        .collect();
+    Value::Object(o)
+}
+
+/// Parses [`mix_to_json`]'s form (every member required).
+pub fn mix_from_json(o: &Map<String, Value>) -> Result<FaultMix, String> {
+    let mut m = FaultMix::default();
+    for (k, v) in mix_fields(&mut m) {
+        *v = u64_member(o, k).map_err(|e| format!("\"faultMix\": {e}"))?;
+    }
+    Ok(m)
+}
+
+fn str_member<'a>(o: &'a Map<String, Value>, k: &str) -> Result<&'a str, String> {
+    o.get(k)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("no string {k:?}"))
+}
+
+fn u64_member(o: &Map<String, Value>, k: &str) -> Result<u64, String> {
+    o.get(k)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("no unsigned integer {k:?}"))
+}
+
+fn opt_u64(o: &Map<String, Value>, k: &str) -> Result<Option<u64>, String> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("{k:?} is not an unsigned integer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RunFile {
+        RunFile {
+            scenario: Scenario::CrashStorm,
+            bug: Some(Bug::TornTailAccepted),
+            seed: Some(12),
+            workload: Some(Workload {
+                clients_count: 2,
+                commands_per_client: 3,
+                observer: false,
+            }),
+            mix: Some(FaultMix {
+                drop_permille: 5,
+                power_permille: 1000,
+                ..FaultMix::default()
+            }),
+            choices: vec![1, 0, 0, 0, 7],
+            property: Some("log-integrity".into()),
+            trace_hash: 0x0123_4567_89ab_cdef,
+            steps: 7,
+            events_count: 812,
+        }
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let f = sample();
+        assert_eq!(RunFile::from_json(&f.to_json()), Ok(f));
+        let bare = RunFile {
+            bug: None,
+            seed: None,
+            workload: None,
+            mix: None,
+            property: None,
+            ..sample()
+        };
+        assert_eq!(RunFile::from_json(&bare.to_json()), Ok(bare));
+    }
+
+    #[test]
+    fn a_malformed_file_says_what_is_wrong() {
+        let mut v = sample().to_json();
+        v["version"] = json!(2);
+        assert!(RunFile::from_json(&v).unwrap_err().contains("version 2"));
+        let mut v = sample().to_json();
+        v["choices"] = json!("1 two");
+        assert!(RunFile::from_json(&v).unwrap_err().contains("\"two\""));
+        let mut v = sample().to_json();
+        v["choicesCount"] = json!(4);
+        assert!(RunFile::from_json(&v).unwrap_err().contains("choicesCount"));
+        let mut v = sample().to_json();
+        v["scenario"] = json!("nope");
+        assert!(RunFile::from_json(&v).unwrap_err().contains("nope"));
+        let mut v = sample().to_json();
+        v["faultMix"].as_object_mut().unwrap().remove("tear");
+        assert!(RunFile::from_json(&v).unwrap_err().contains("tear"));
+        assert!(RunFile::from_json(&json!([1])).is_err());
+        let e = RunFile::load("/nonexistent/run.json").unwrap_err();
+        assert!(e.to_string().starts_with("/nonexistent/run.json: "), "{e}");
+    }
+}

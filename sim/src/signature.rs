@@ -1,0 +1,402 @@
+//! Signatures: the events a saved run must still reach when it is
+//! replayed, so that a change in how the simulator reads choices (which
+//! silently turns a saved run into another run) is seen as *drift*.
+//!
+//! A signature is a list of steps, each matched in order against the
+//! trace (a subsequence, each step after the one before). Steps:
+//!
+//! | step | matches |
+//! | --- | --- |
+//! | `send M` | a client sends a request of method M |
+//! | `replay M` | a host receives a command of method M whose id a host received before |
+//! | `answer M ok` / `answer M R` | a host answers a request of method M with a result / an error of reason (or message) R |
+//! | `event M` | a host sends a notification M |
+//! | `append R` | a host appends a log record of kind R (`created`, `loaded`, `received`, `settled`, `event`, `closed`) |
+//! | `crash` / `crash at P` | a host crashes (at crash point P) |
+//! | `power-loss`, `restart`, `tear`, `truncate`, `fsync-fail`, `disk-full` | as named |
+//! | `drop`, `dup`, `reorder`, `cut`, `reconnect`, `lease-denied` | as named |
+//! | `effect P` | a host asks provider P to perform an effect |
+//!
+//! Fault model: none; a signature only reads a trace.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use msp::core::record::{decode_log, Record};
+use serde_json::Value;
+
+use crate::trace::{Entry, Trace, What};
+
+/// One step of a signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A client sends a request of this method.
+    Send(String),
+    /// A host receives a command of this method whose id it saw before.
+    Replay(String),
+    /// A host answers a request of this method: `None` a result, else the
+    /// error's reason (or message).
+    Answer(String, Option<String>),
+    /// A host sends this notification.
+    Event(String),
+    /// A host appends a record of this kind.
+    Append(String),
+    /// A host crashes, at this crash point if given.
+    Crash(Option<String>),
+    /// A fault or lifecycle event named by one word (`power-loss`,
+    /// `restart`, `tear`, ...).
+    Word(&'static str),
+    /// A host asks this provider to perform an effect.
+    Effect(String),
+}
+
+const WORDS: [&str; 12] = [
+    "power-loss",
+    "restart",
+    "tear",
+    "truncate",
+    "fsync-fail",
+    "disk-full",
+    "drop",
+    "dup",
+    "reorder",
+    "cut",
+    "reconnect",
+    "lease-denied",
+];
+
+impl Step {
+    /// Parses one step; says what is wrong.
+    pub fn parse(text: &str) -> Result<Step, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let arg = |n: usize| -> Result<String, String> {
+            if words.len() == n + 1 {
+                Ok(words[n].to_string())
+            } else {
+                Err(format!("signature step {text:?} wants {n} argument(s)"))
+            }
+        };
+        match words.first().copied() {
+            Some("send") => Ok(Step::Send(arg(1)?)),
+            Some("replay") => Ok(Step::Replay(arg(1)?)),
+            Some("event") => Ok(Step::Event(arg(1)?)),
+            Some("append") => Ok(Step::Append(arg(1)?)),
+            Some("effect") => Ok(Step::Effect(arg(1)?)),
+            Some("answer") => {
+                let how = arg(2)?;
+                Ok(Step::Answer(
+                    words[1].to_string(),
+                    (how != "ok").then_some(how),
+                ))
+            }
+            Some("crash") if words.len() == 1 => Ok(Step::Crash(None)),
+            Some("crash") if words.len() == 3 && words[1] == "at" => {
+                Ok(Step::Crash(Some(words[2].to_string())))
+            }
+            Some(w) if words.len() == 1 => WORDS
+                .iter()
+                .find(|x| **x == w)
+                .map(|x| Step::Word(x))
+                .ok_or_else(|| format!("unknown signature step {text:?}")),
+            _ => Err(format!("unknown signature step {text:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Send(m) => write!(f, "send {m}"),
+            Step::Replay(m) => write!(f, "replay {m}"),
+            Step::Answer(m, None) => write!(f, "answer {m} ok"),
+            Step::Answer(m, Some(r)) => write!(f, "answer {m} {r}"),
+            Step::Event(m) => write!(f, "event {m}"),
+            Step::Append(r) => write!(f, "append {r}"),
+            Step::Crash(None) => write!(f, "crash"),
+            Step::Crash(Some(p)) => write!(f, "crash at {p}"),
+            Step::Word(w) => write!(f, "{w}"),
+            Step::Effect(p) => write!(f, "effect {p}"),
+        }
+    }
+}
+
+/// What each trace entry is, in signature terms (one entry may be several
+/// steps: an append of two records).
+struct Reader {
+    /// (link, rpc id) -> method, of requests hosts received.
+    requests: BTreeMap<(u64, String), String>,
+    /// Command ids hosts received.
+    seen_cids: BTreeSet<String>,
+}
+
+impl Reader {
+    fn steps(&mut self, e: &Entry) -> Vec<Step> {
+        let json = |line: &str| serde_json::from_str::<Value>(line).ok();
+        match &e.what {
+            What::ClientSend { line, .. } => json(line)
+                .and_then(|v| {
+                    (v.get("id").is_some())
+                        .then(|| v["method"].as_str().map(|m| Step::Send(m.to_string())))
+                        .flatten()
+                })
+                .into_iter()
+                .collect(),
+            What::HostRecv { link, line, .. } => {
+                let Some(v) = json(line) else {
+                    return Vec::new();
+                };
+                let Some(m) = v["method"].as_str() else {
+                    return Vec::new();
+                };
+                let mut out = Vec::new();
+                if let Some(id) = v.get("id") {
+                    self.requests.insert((*link, id.to_string()), m.to_string());
+                }
+                if let Some(cid) = v["params"]["commandId"].as_str() {
+                    if !self.seen_cids.insert(cid.to_ascii_lowercase()) {
+                        out.push(Step::Replay(m.to_string()));
+                    }
+                }
+                out
+            }
+            What::HostSend { link, line, .. } => {
+                let Some(v) = json(line) else {
+                    return Vec::new();
+                };
+                if let Some(m) = v["method"].as_str() {
+                    if v.get("id").is_none() {
+                        return vec![Step::Event(m.to_string())];
+                    }
+                    return Vec::new();
+                }
+                let Some(id) = v.get("id") else {
+                    return Vec::new();
+                };
+                let Some(m) = self.requests.get(&(*link, id.to_string())) else {
+                    return Vec::new();
+                };
+                let how = if v.get("result").is_some() {
+                    None
+                } else {
+                    let e = &v["error"];
+                    Some(
+                        e["data"]["reason"]
+                            .as_str()
+                            .or(e["message"].as_str())
+                            .unwrap_or("error")
+                            .to_string(),
+                    )
+                };
+                vec![Step::Answer(m.clone(), how)]
+            }
+            What::Append { bytes, .. } => decode_log(bytes)
+                .map(|d| {
+                    d.records
+                        .iter()
+                        .map(|(r, _)| {
+                            Step::Append(
+                                match r {
+                                    Record::Created { .. } => "created",
+                                    Record::Loaded { .. } => "loaded",
+                                    Record::Received { .. } => "received",
+                                    Record::Settled { .. } => "settled",
+                                    Record::Event { .. } => "event",
+                                    Record::Closed { .. } => "closed",
+                                }
+                                .to_string(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            What::HostCrash { point, .. } => vec![Step::Crash(point.map(str::to_string))],
+            What::PowerLoss => vec![Step::Word("power-loss")],
+            What::HostStart { inc, .. } if *inc > 1 => vec![Step::Word("restart")],
+            What::CrashKeep { torn: true, .. } => vec![Step::Word("tear")],
+            What::Truncate { .. } => vec![Step::Word("truncate")],
+            What::SyncFailed { .. } => vec![Step::Word("fsync-fail")],
+            What::AppendFailed { .. } => vec![Step::Word("disk-full")],
+            What::NetDrop { .. } => vec![Step::Word("drop")],
+            What::NetDup { .. } => vec![Step::Word("dup")],
+            What::NetReorder { .. } => vec![Step::Word("reorder")],
+            What::LinkClosed { why: "cut", .. } => vec![Step::Word("cut")],
+            What::Note(n) if n.starts_with("reconnect:") => vec![Step::Word("reconnect")],
+            What::LeaseDenied { .. } => vec![Step::Word("lease-denied")],
+            What::Effect {
+                provider,
+                perform: true,
+                ..
+            } => vec![Step::Effect(provider.clone())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Whether `found` satisfies `want` (`crash` matches a crash anywhere).
+fn satisfies(want: &Step, found: &Step) -> bool {
+    match (want, found) {
+        (Step::Crash(None), Step::Crash(_)) => true,
+        _ => want == found,
+    }
+}
+
+/// Matches `signature` against `trace` in order. `Ok` with the entry
+/// index of each step, or `Err` with the first step not reached (and the
+/// entry after which it was looked for).
+pub fn reach(trace: &Trace, signature: &[Step]) -> Result<Vec<usize>, (usize, Option<usize>)> {
+    let mut r = Reader {
+        requests: BTreeMap::new(),
+        seen_cids: BTreeSet::new(),
+    };
+    let mut at = Vec::new();
+    let mut k = 0;
+    for (i, e) in trace.entries.iter().enumerate() {
+        if k == signature.len() {
+            break;
+        }
+        for s in r.steps(e) {
+            if k < signature.len() && satisfies(&signature[k], &s) {
+                at.push(i);
+                k += 1;
+            }
+        }
+    }
+    if k == signature.len() {
+        Ok(at)
+    } else {
+        Err((k, at.last().copied()))
+    }
+}
+
+/// A signature for a shrunk run, derived from its trace: every fault,
+/// crash (with its point), power loss and restart in order, each
+/// preceded by the request sent last before it, and the first replay of
+/// a command after the last of them.
+pub fn derive(trace: &Trace) -> Vec<Step> {
+    let mut r = Reader {
+        requests: BTreeMap::new(),
+        seen_cids: BTreeSet::new(),
+    };
+    let mut out: Vec<Step> = Vec::new();
+    let mut last_send: Option<Step> = None;
+    let mut replay: Option<Step> = None;
+    for e in &trace.entries {
+        for s in r.steps(e) {
+            match &s {
+                Step::Send(_) => last_send = Some(s),
+                Step::Crash(_) | Step::Word(_) => {
+                    if let Some(send) = last_send.take() {
+                        out.push(send);
+                    }
+                    out.push(s);
+                    replay = None;
+                }
+                Step::Replay(_) if replay.is_none() && !out.is_empty() => replay = Some(s),
+                _ => {}
+            }
+        }
+    }
+    out.extend(replay);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Actor;
+
+    #[test]
+    fn steps_parse_and_print_back() {
+        for s in [
+            "send turn/start",
+            "replay turn/start",
+            "answer session/start ok",
+            "answer session/start session_id_conflict",
+            "event item/delta",
+            "append received",
+            "crash",
+            "crash at after-intake-before-ack",
+            "power-loss",
+            "restart",
+            "effect keyed",
+        ] {
+            assert_eq!(Step::parse(s).unwrap().to_string(), s);
+        }
+        assert!(Step::parse("explode").is_err());
+        assert!(Step::parse("send").is_err());
+        assert!(Step::parse("crash near x").is_err());
+    }
+
+    #[test]
+    fn a_signature_matches_in_order_or_says_where_it_stopped() {
+        let mut t = Trace::new();
+        let req = |id: u64| {
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"turn/start\",\"params\":{{\"commandId\":\"c\"}}}}")
+        };
+        t.push(
+            0,
+            Actor::Host(0),
+            What::HostRecv {
+                inc: 1,
+                link: 1,
+                line: req(1),
+            },
+        );
+        t.push(
+            1,
+            Actor::Host(0),
+            What::HostCrash {
+                inc: 1,
+                point: Some("after-intake-before-ack"),
+            },
+        );
+        t.push(
+            2,
+            Actor::Host(0),
+            What::HostStart {
+                inc: 2,
+                durable: true,
+            },
+        );
+        t.push(
+            3,
+            Actor::Host(0),
+            What::HostRecv {
+                inc: 2,
+                link: 2,
+                line: req(1),
+            },
+        );
+        t.push(
+            4,
+            Actor::Host(0),
+            What::HostSend {
+                inc: 2,
+                link: 2,
+                line: "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}".into(),
+            },
+        );
+        let sig: Vec<Step> = [
+            "crash at after-intake-before-ack",
+            "restart",
+            "replay turn/start",
+            "answer turn/start ok",
+        ]
+        .iter()
+        .map(|s| Step::parse(s).unwrap())
+        .collect();
+        assert_eq!(reach(&t, &sig), Ok(vec![1, 2, 3, 4]));
+        let wrong: Vec<Step> = ["restart", "crash"]
+            .iter()
+            .map(|s| Step::parse(s).unwrap())
+            .collect();
+        assert_eq!(reach(&t, &wrong), Err((1, Some(2))));
+        assert_eq!(
+            derive(&t),
+            vec![
+                Step::Crash(Some("after-intake-before-ack".into())),
+                Step::Word("restart"),
+                Step::Replay("turn/start".into())
+            ]
+        );
+    }
+}

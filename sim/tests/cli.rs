@@ -1,0 +1,134 @@
+//! The `msp-sim` command line: help lists scenarios and bugs; `merge`
+//! refuses overlapping or repeated shards and gives a coverage shortfall
+//! its own exit code; a malformed run file is an error naming the file;
+//! `shrink` ends with its summary line; `replay --focus` filters.
+
+use std::process::{Command, Output};
+
+fn sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_msp-sim"))
+        .args(args)
+        .output()
+        .expect("msp-sim runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn tmp(name: &str, content: &str) -> String {
+    let p = std::env::temp_dir().join(format!("msp-sim-cli-{}-{name}", std::process::id()));
+    std::fs::write(&p, content).expect("writes");
+    p.to_string_lossy().into_owned()
+}
+
+/// A summary of `seeds` seeds of mixed, covering `start..end` shard k/n,
+/// with no crash point reached.
+fn summary(start: u64, end: u64, k: u64, n: u64, seeds: u64) -> String {
+    format!(
+        r#"{{"parts":[{{"seeds":[{start},{end}],"shard":[{k},{n}]}}],"scenario":"mixed","bug":null,"seeds":{seeds},"failures":[],"divergences":[],"doubleRuns":1,"events":100,"simulatedMs":100,"wallMs":1,"faults":{{}},"crashPointHits":{{}},"crashPointCrashes":{{}}}}"#
+    )
+}
+
+#[test]
+fn run_help_lists_scenarios_and_bugs() {
+    let o = sim(&["run", "--help"]);
+    assert!(o.status.success());
+    let t = text(&o);
+    for s in [
+        "mixed",
+        "turns",
+        "crash-storm",
+        "lease-handover",
+        "ephemeral",
+    ] {
+        assert!(t.contains(s), "{s} missing from:\n{t}");
+    }
+    for b in msp::core::bugs::Bug::ALL {
+        assert!(t.contains(b.name()), "{} missing from:\n{t}", b.name());
+    }
+    assert_eq!(sim(&["run", "--scenario", "nope"]).status.code(), Some(2));
+}
+
+#[test]
+fn merge_refuses_repeated_and_overlapping_shards() {
+    let a = tmp("a.json", &summary(0, 100, 1, 2, 50));
+    let b = tmp("b.json", &summary(0, 100, 2, 2, 50));
+    let c = tmp("c.json", &summary(50, 150, 1, 1, 100));
+    let o = sim(&["merge", &a, &a]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("given twice"), "{}", text(&o));
+    let o = sim(&["merge", &a, &c]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("overlap"), "{}", text(&o));
+    // Two halves of one range merge; 100 seeds that never reached a crash
+    // point are a coverage shortfall: exit 3, not a violation.
+    let o = sim(&["merge", &a, &b]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("COVERAGE SHORTFALL"), "{}", text(&o));
+    assert!(!text(&o).contains("FAILED"), "{}", text(&o));
+    for f in [a, b, c] {
+        std::fs::remove_file(f).ok();
+    }
+}
+
+#[test]
+fn a_malformed_run_file_is_an_error_naming_it() {
+    let f = tmp(
+        "bad-run.json",
+        r#"{"format": "msp-sim run", "version": 1, "scenario": "mixed"}"#,
+    );
+    let o = sim(&["replay", "--file", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains(&f), "{}", text(&o));
+    assert!(!text(&o).contains("panicked"), "{}", text(&o));
+    let o = sim(&["replay", "--file", "/nonexistent/x.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("/nonexistent/x.json"));
+    std::fs::remove_file(f).ok();
+}
+
+#[test]
+fn shrink_ends_with_its_summary_and_the_result_replays_from_its_file() {
+    let out = std::env::temp_dir().join(format!("msp-sim-cli-{}-shrunk.json", std::process::id()));
+    let out = out.to_string_lossy().into_owned();
+    let o = sim(&[
+        "shrink",
+        "--scenario",
+        "mixed",
+        "--seed",
+        "0",
+        "--bug",
+        "ack-before-sync",
+        "--out",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("shrunk: ") && last.ends_with(" events"),
+        "{last}"
+    );
+    assert!(stdout.contains("before: ") && stdout.contains("after:  "));
+    let o = sim(&["replay", "--file", &out]);
+    assert_eq!(o.status.code(), Some(1), "the shrunk run still fails");
+    assert!(text(&o).contains("replays bit for bit"), "{}", text(&o));
+    // The trace numbered, ids named, and filtered to one command.
+    let o = sim(&["replay", "--file", &out, "--trace", "--focus", "c2"]);
+    let t = text(&o);
+    let entries: Vec<&str> = t.lines().filter(|l| l.starts_with('#')).collect();
+    assert!(entries.len() > 3, "{t}");
+    assert!(entries.iter().any(|l| l.contains("send link")), "{t}");
+    assert!(
+        entries
+            .iter()
+            .all(|l| l.contains("c2") || l.contains("phase") || l.contains("incarnation")),
+        "{entries:#?}"
+    );
+    std::fs::remove_file(out).ok();
+}

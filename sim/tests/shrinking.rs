@@ -1,0 +1,82 @@
+//! Shrinking keeps the property violated while the run gets small, and
+//! the shrunk run is a run file that replays bit for bit.
+
+use msp::core::bugs::Bug;
+use msp_sim::choice;
+use msp_sim::plan::Plan;
+use msp_sim::run::{run, RunConfig};
+use msp_sim::runfile::RunFile;
+use msp_sim::shrink::shrink;
+use msp_sim::workload::Scenario;
+
+fn shrunk(scenario: Scenario, seed: u64, bug: Bug, property: &str) {
+    let cfg = RunConfig {
+        scenario,
+        seed,
+        bug: Some(bug),
+    };
+    let first = run(&cfg);
+    assert!(first.violations.iter().any(|v| v.property == property));
+    let mut improvements = 0;
+    let s = shrink(
+        &cfg,
+        &Plan::seeded(),
+        property,
+        choice::values(&first.choices),
+        2_000,
+        &mut |_, _| improvements += 1,
+    )
+    .expect("the seed fails");
+    assert!(improvements > 0);
+    assert!(s.after.steps() <= 12, "{}: {}", bug.name(), s.after);
+    assert!(
+        s.after.steps() < s.before.steps(),
+        "{} -> {}",
+        s.before,
+        s.after
+    );
+    assert!(s.after.choices_count < s.before.choices_count);
+    assert!(s.result.violations.iter().any(|v| v.property == property));
+    // As a run file, through JSON: the same run.
+    let plan = Plan::recorded(s.values.clone());
+    let file = RunFile::of(&cfg, &plan, &s.result, Some(seed), Some(property));
+    let back = RunFile::from_json(&file.to_json()).expect("parses");
+    let again = back.replay();
+    assert_eq!(again.trace.hash(), s.result.trace.hash());
+    assert_eq!(again.trace.hash(), back.trace_hash);
+}
+
+#[test]
+fn an_ack_before_its_sync_shrinks_to_a_start_and_a_turn() {
+    shrunk(Scenario::Mixed, 0, Bug::AckBeforeSync, "durable-dedupe");
+}
+
+#[test]
+fn a_lease_not_checked_shrinks_to_a_client_that_leaves_its_host() {
+    shrunk(
+        Scenario::LeaseHandover,
+        0,
+        Bug::LeaseNotChecked,
+        "one-lease-holder",
+    );
+}
+
+#[test]
+fn a_run_that_does_not_fail_is_refused() {
+    let cfg = RunConfig {
+        scenario: Scenario::Mixed,
+        seed: 0,
+        bug: None,
+    };
+    let r = run(&cfg);
+    let e = shrink(
+        &cfg,
+        &Plan::seeded(),
+        "durable-dedupe",
+        choice::values(&r.choices),
+        10,
+        &mut |_, _| {},
+    )
+    .unwrap_err();
+    assert!(e.contains("does not violate durable-dedupe"), "{e}");
+}

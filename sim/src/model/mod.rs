@@ -177,6 +177,8 @@ pub struct Model {
     adm: BTreeMap<(usize, u64, String, String), Adm>,
     /// Ephemeral sessions by the host incarnation that holds them.
     eph_owner: BTreeMap<String, (usize, u64)>,
+    /// Faults healed: the run must converge by its end.
+    healed: bool,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
 }
@@ -272,6 +274,7 @@ impl Model {
                 self.storage_failed(h, *inc, session);
             }
             What::AppendFailed { inc, session } => self.storage_failed(h, *inc, session),
+            What::Phase(p) if p == "liveness" => self.healed = true,
             What::CrashKeep {
                 session,
                 kept_bytes,
@@ -317,6 +320,39 @@ impl Model {
             }
             let s = &self.sessions[&sid];
             s.check_owed(&mut self.rep, true);
+            // A durable session whose last holder is alive (or that was
+            // unloaded in order) has converged once healed: every intake
+            // settled, nothing running, queued or pending. One whose
+            // holder died and that nobody loaded since is exempt (its
+            // recovery has not run); so is a log with unsynced bytes.
+            let settled_file = self
+                .files
+                .get(&sid)
+                .is_some_and(|f| f.durable_len == f.bytes.len() && f.consumed == f.bytes.len());
+            if !self.healed || !s.durable || self.dead_holder.contains(&sid) || !settled_file {
+                continue;
+            }
+            for i in s.ledger.values().filter(|i| i.settled.is_none()) {
+                self.rep.fail_at_end(
+                    "intake-settled",
+                    &format!("end {}", i.cid),
+                    format!("session {sid}: {} {} never settled", i.method, i.cid),
+                );
+            }
+            if let Some(t) = &s.running {
+                self.rep.fail_at_end(
+                    "turn-lifecycle",
+                    &format!("end-run {t}"),
+                    format!("session {sid}: turn {t} never ended"),
+                );
+            }
+            if let Some(t) = s.queue.first() {
+                self.rep.fail_at_end(
+                    "turn-lifecycle",
+                    &format!("end-queue {t}"),
+                    format!("session {sid}: turn {t} is still queued at the end"),
+                );
+            }
         }
         self.rep
     }
@@ -542,6 +578,7 @@ impl Model {
                     sess.created = true;
                     sess.start_cid = b["startCommandId"].as_str().map(str::to_string);
                     sess.created_at_ms = b["createdAtMs"].as_u64();
+                    sess.workspace_root = b["workspaceRoot"].clone();
                 }
                 "loaded" => {
                     if !sess.recovering {
@@ -866,7 +903,7 @@ impl Model {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
         if !wire::is_command(&method) {
-            self.read_answered(h, link, &req, &outcome);
+            self.read_answered(h, inc, &req, &outcome);
             return;
         }
         let Some(cid) = req.cid.clone() else { return };
@@ -1231,37 +1268,10 @@ impl Model {
             return;
         };
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
-        let Some(l) = self.links.get_mut(&link) else {
-            return;
-        };
-        let sub = l.subs.entry(sid.clone()).or_default();
-        if !sub.active {
-            self.rep.fail("view-cursor-order", &format!("unsub {link} {sid}"), format!("host{h} sent {method} #{n} of session {sid} on link{link}, which is not subscribed to it"));
-            return;
-        }
-        if (n, k) <= sub.last_nk {
-            self.rep.fail(
-                "view-cursor-order",
-                &format!("order {link} {sid}"),
-                format!(
-                    "link{link}: {method} at cursor {n}.{k} of session {sid} after {:?}",
-                    sub.last_nk
-                ),
-            );
-            return;
-        }
-        sub.last_nk = (n, k);
+        self.link_order(h, link, &sid, method, n, k);
         if k > 0 {
             return;
         }
-        let ok = n >= sub.lo && n <= sub.hi;
-        let (lo, hi) = (sub.lo, sub.hi);
-        sub.last = n;
-        sub.lo = n + 1;
-        sub.hi = n + 1;
-        self.rep.check(ok, "view-cursor-order", &format!("gap {link} {sid}"), || {
-            format!("link{link}: durable event #{n} of session {sid} where #{lo}..=#{hi} was due (a gap or a repeat)")
-        });
         if durable_host {
             let known = self
                 .sessions
@@ -1311,25 +1321,137 @@ impl Model {
         }
     }
 
-    fn read_answered(&mut self, h: usize, link: u64, req: &Req, outcome: &Result<Value, Value>) {
-        let _ = (h, link);
+    /// The order rules of one link's view of one session (PROTOCOL.md 4.2,
+    /// 4.5): events only while subscribed, cursors strictly increasing, and
+    /// durable ones gapless from the subscription point.
+    fn link_order(&mut self, h: usize, link: u64, sid: &str, method: &str, n: u64, k: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let sub = l.subs.entry(sid.to_string()).or_default();
+        if !sub.active {
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("unsub {link} {sid}"),
+                format!("host{h} sent {method} #{n} of session {sid} on link{link}, which is not subscribed to it"),
+            );
+            return;
+        }
+        if (n, k) <= sub.last_nk {
+            let last = sub.last_nk;
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("order {link} {sid}"),
+                format!("link{link}: {method} at cursor {n}.{k} of session {sid} after {last:?}"),
+            );
+            return;
+        }
+        sub.last_nk = (n, k);
+        if k > 0 {
+            return;
+        }
+        let ok = n >= sub.lo && n <= sub.hi;
+        let (lo, hi) = (sub.lo, sub.hi);
+        sub.last = n;
+        sub.lo = n + 1;
+        sub.hi = n + 1;
+        self.rep.check(ok, "view-cursor-order", &format!("gap {link} {sid}"), || {
+            format!("link{link}: durable event #{n} of session {sid} where #{lo}..=#{hi} was due (a gap or a repeat)")
+        });
+    }
+
+    /// A read (PROTOCOL.md 4.2). A read is not recorded, so the point it
+    /// shows is known by its cursor only: it is judged when the model
+    /// stands at that cursor (the usual case on a durable host, whose
+    /// loaded reads wait for every record they fold to be synced).
+    fn read_answered(&mut self, h: usize, inc: u64, req: &Req, outcome: &Result<Value, Value>) {
         let Ok(r) = outcome else { return };
-        if req.method == "session/read" {
-            if !r["history"]["snapshot"]["state"]["pendingCommands"].is_null() {
-                self.rep.hit("4.4 pendingCommands read");
-            }
-            if let Some(list) = r["history"]["snapshot"]["state"]["pendingCommands"].as_array() {
-                for c in list {
-                    let m = c["method"].as_str().unwrap_or_default();
-                    self.rep.check(
-                        !wire::CARRIERLESS_METHODS.contains(&m),
-                        "pending-visible",
-                        &format!("cl-pending {}", c["commandId"]),
-                        || format!("pendingCommands lists carrier-less {m} {}", c["commandId"]),
-                    );
+        let Some(sid) = req.sid.clone() else { return };
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if req.method != "session/read" || !durable_host || self.rotten.contains_key(&sid) {
+            return;
+        }
+        let Some(sess) = self.sessions.get(&sid) else {
+            return;
+        };
+        let at = r["viewCursor"]
+            .as_str()
+            .and_then(|c| wire::cursor_of(&sid, c));
+        if at != Some((sess.head, 0)) {
+            return;
+        }
+        let subject = format!("read {sid} {}", self.rep.at);
+        // Loaded here, or not, at some point while the read was handled.
+        let loaded = r["session"]["status"] != "notLoaded";
+        let me = Some((h, inc));
+        let possible = if loaded {
+            req.holders.contains(&me)
+        } else {
+            req.holders.iter().any(|x| *x != me)
+        };
+        self.rep.check(possible, "read-consistency", &subject, || {
+            format!(
+                "session {sid}: host{h} read it as {} though it was {} throughout",
+                r["session"]["status"],
+                if loaded {
+                    "not loaded there"
+                } else {
+                    "loaded there"
                 }
+            )
+        });
+        sess.judge_session(&mut self.rep, &subject, &r["session"], loaded);
+        sess.judge_snapshot(&mut self.rep, &subject, &r["history"]["snapshot"], false);
+        sess.judge_pending_requests(&mut self.rep, &subject, &r["pendingRequests"]);
+        // pendingCommands: a log read, identical from every connection:
+        // every queued submit durable before the read arrived is listed,
+        // nothing listed is settled-before-the-read or carrier-less, in
+        // intake order.
+        let listed = r["history"]["snapshot"]["state"]["pendingCommands"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut last_seq = 0;
+        for c in &listed {
+            let cid = c["commandId"].as_str().unwrap_or_default();
+            let m = c["method"].as_str().unwrap_or_default();
+            let i = sess.ledger.get(&wire::key(cid));
+            // An intake the model has not seen yet is one the host wrote
+            // and has not synced (a read folds what the file holds).
+            let unsynced = self
+                .files
+                .get(&sid)
+                .is_some_and(|f| f.consumed < f.bytes.len());
+            let ok = !wire::CARRIERLESS_METHODS.contains(&m)
+                && match i {
+                    Some(i) => i.method == m && i.seq > last_seq,
+                    None => unsynced,
+                };
+            self.rep.check(ok, "pending-visible", &format!("listed {cid}"), || {
+                format!("session {sid}: pendingCommands lists {m} {cid}, which is not a pending intake of it (in intake order)")
+            });
+            if let Some(i) = i {
+                last_seq = i.seq;
             }
         }
+        for t in &sess.queue {
+            let Some(i) = sess
+                .turns
+                .get(t)
+                .and_then(|x| sess.ledger.get(&wire::key(&x.cid)))
+            else {
+                continue;
+            };
+            if i.at < req.recv_at && i.settled.is_none() {
+                let shown = listed
+                    .iter()
+                    .any(|c| c["commandId"].as_str().map(wire::key) == Some(wire::key(&i.cid)));
+                self.rep.check(shown, "pending-visible", &format!("unlisted {}", i.cid), || {
+                    format!("session {sid}: queued turn/start {} was pending before the read and is missing from pendingCommands {listed:?}", i.cid)
+                });
+            }
+        }
+        self.rep.hit("4.4 pendingCommands read");
     }
 }
 

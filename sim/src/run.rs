@@ -65,6 +65,9 @@ pub struct RunResult {
     pub crash_point_crashes: BTreeMap<&'static str, u64>,
     /// Property violations, first first.
     pub violations: Vec<Violation>,
+    /// How often each rule of PROTOCOL.md was exercised (the model's
+    /// count, [`crate::model::report::RULES`]).
+    pub rules: BTreeMap<&'static str, u64>,
     /// The clients as the run left them: their record of every logical
     /// command they issued (what the liveness oracle reads besides the
     /// trace). Public so tests can re-run the oracles over a doctored copy
@@ -129,7 +132,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         cp_crashes: BTreeMap::new(),
     };
     s.go();
-    let violations = oracle::check_all(&s.trace, &s.clients, cfg.scenario, &s.disk);
+    let (violations, rules) = oracle::judge(&s.trace, &s.clients, cfg.scenario, &s.disk);
     let mix = s.mix.describe();
     RunResult {
         config: cfg.clone(),
@@ -140,6 +143,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         crash_point_hits: s.cp_hits,
         crash_point_crashes: s.cp_crashes,
         violations,
+        rules,
         trace: s.trace,
         clients: s.clients,
     }
@@ -290,6 +294,7 @@ impl Sim {
                 .filter(|c| c.role == Role::Driver)
                 .filter_map(|c| c.session.clone())
                 .collect(),
+            idle_unload_ms: self.idle_unload_ms,
         }
     }
 

@@ -145,6 +145,8 @@ struct Adm {
 struct Lifetime {
     sig: String,
     answer: Result<Value, Value>,
+    /// The session's lease grants so far when it was first answered.
+    loads: u64,
 }
 
 /// The reference model of one run.
@@ -175,6 +177,8 @@ pub struct Model {
     /// reached that host (an earlier copy's answer may have gone to a link
     /// that closed before the host wrote it).
     adm: BTreeMap<(usize, u64, String, String), Adm>,
+    /// Lease grants per session (a reload counts).
+    loads: BTreeMap<String, u64>,
     /// Ephemeral sessions by the host incarnation that holds them.
     eph_owner: BTreeMap<String, (usize, u64)>,
     /// Faults healed: the run must converge by its end.
@@ -319,7 +323,11 @@ impl Model {
                 continue;
             }
             let s = &self.sessions[&sid];
-            s.check_owed(&mut self.rep, true);
+            // An ephemeral session is known only by what its host sent:
+            // an effect nobody was subscribed to see is not missing.
+            if s.durable {
+                s.check_owed(&mut self.rep, true);
+            }
             // A durable session whose last holder is alive (or that was
             // unloaded in order) has converged once healed: every intake
             // settled, nothing running, queued or pending. One whose
@@ -414,6 +422,7 @@ impl Model {
             }
         }
         self.leases.insert(sid.to_string(), (h, inc));
+        *self.loads.entry(sid.to_string()).or_insert(0) += 1;
         let len = self.files.get(sid).map_or(0, |f| f.bytes.len());
         let recovery = self.dead_holder.remove(sid);
         self.lives.entry(sid.to_string()).or_default().push(Life {
@@ -616,6 +625,9 @@ impl Model {
                     sess.check_owed(&mut self.rep, false);
                     let decided = !matches!(method.as_str(), "session/start" | "session/resume");
                     sess.admit(&mut self.rep, &cid, &method, &params, answer, decided);
+                    if let Some(i) = sess.ledger.get_mut(&wire::key(&cid)) {
+                        i.writer = Some(r.writer);
+                    }
                 }
                 "settled" => {
                     let cid = b["commandId"].as_str().unwrap_or_default().to_string();
@@ -930,6 +942,19 @@ impl Model {
                 self.subscribe(link, s, f);
             }
         }
+        // An ephemeral host's session is known by the events it sent; a
+        // snapshot resume past what was sent means events nobody saw: the
+        // model cannot judge that session's admissions any more.
+        if let (Ok(r), Some(s), false) = (&outcome, &sid, durable_host) {
+            if method == "session/resume" {
+                let head = r["viewCursor"].as_str().and_then(|c| wire::cursor_of(s, c));
+                if let (Some((n, _)), Some(sess)) = (head, self.sessions.get_mut(s)) {
+                    if n > sess.head {
+                        sess.blind = true;
+                    }
+                }
+            }
+        }
         let recorded = wire::is_recorded(&outcome);
         let reason = outcome
             .as_ref()
@@ -938,6 +963,17 @@ impl Model {
             .map(str::to_string);
         if reason.as_deref() == Some("command_id_conflict") {
             self.rep.hit("3 reject command_id_conflict");
+            let recorded = sid
+                .as_ref()
+                .and_then(|s| self.sessions.get(s))
+                .and_then(|s| s.ledger.get(&k))
+                .filter(|i| i.method == method)
+                .map(|i| i.params.clone());
+            if let (Some(orig), Some(mine)) = (recorded, wire::normalise(&method, &req.params)) {
+                if changed_params(&orig, &mine) == 1 {
+                    self.rep.hit("4.4 conflicting reuse, one param changed");
+                }
+            }
             let other = self
                 .recv_sigs
                 .get(&k)
@@ -1013,6 +1049,16 @@ impl Model {
             self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
                 format!("host{h} answered {method} {cid} with {got}; the ledger allows {allowed:?} (settled {:?})", i.settled)
             });
+            if !fresh && i.writer.is_some_and(|w| w != (h, inc)) {
+                self.rep.hit("4.4 replay after a restart");
+            }
+            let mut raw = req.params.clone();
+            if let Some(o) = raw.as_object_mut() {
+                o.remove("commandId");
+            }
+            if !fresh && raw != i.params && ok {
+                self.rep.hit("4.4 same payload, other spelling");
+            }
             if !fresh {
                 self.rep.hit(match (&i.settled, abandoned) {
                     (_, true) => "4.4 replay of an abandoned command",
@@ -1070,7 +1116,9 @@ impl Model {
                         decided,
                     );
                     let window = self.adm_window(h, inc, &k, &req);
-                    let ok = window.is_empty()
+                    let blind = self.sessions.get(&sid).is_some_and(|s| s.blind);
+                    let ok = blind
+                        || window.is_empty()
                         || window.iter().any(|e| expected_matches(e, &cid, &outcome));
                     self.rep.check(ok, "admission-decision", &format!("eph {k}"), || {
                         format!("{method} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted")
@@ -1080,17 +1128,22 @@ impl Model {
                     if req.sig.as_deref() != Some(sig.as_str()) {
                         self.rep.fail("payload-identity", &format!("replayed-conflict {k}"), format!("{method} {cid} with another payload got a recorded answer instead of command_id_conflict"));
                     } else {
-                        let launch_failed = self
+                        // After an ack, a turn whose input asks for a failed
+                        // launch answers that failure (launch_failed when it
+                        // started fresh, deferred_start_failed when queued).
+                        let disposition = first.as_ref().ok().map(|r| r["disposition"].clone());
+                        let failing = self
                             .sessions
                             .get(&sid)
                             .and_then(|s| s.turns.get(&cid))
-                            .is_some_and(|t| t.st == TurnSt::LaunchFailed);
+                            .is_some_and(|t| t.script.fail_launch || t.st == TurnSt::LaunchFailed);
+                        let want = match disposition.as_ref().and_then(Value::as_str) {
+                            Some("queued") => Some("deferred_start_failed"),
+                            Some("started") => Some("launch_failed"),
+                            _ => None,
+                        };
                         let ok = outcome == first
-                            || (launch_failed
-                                && matches!(
-                                    reason.as_deref(),
-                                    Some("launch_failed" | "deferred_start_failed")
-                                ));
+                            || (failing && reason.is_some() && reason.as_deref() == want);
                         let prop = if first.is_err() {
                             "rejection-idempotency"
                         } else {
@@ -1128,6 +1181,9 @@ impl Model {
                     format!("host{h} answered carrier-less {} {cid} with {outcome:?}, earlier {:?} in the same host lifetime", req.method, first.answer)
                 });
                 self.rep.hit("4.4 carrier-less replay, same host");
+                if self.loads.get(sid).copied().unwrap_or(0) > first.loads {
+                    self.rep.hit("4.4 carrier-less replay, after reload");
+                }
             }
             None => {
                 let earlier = self
@@ -1148,7 +1204,7 @@ impl Model {
                 let window = self.adm_window(h, inc, &k, req);
                 let ok =
                     window.is_empty() || window.iter().any(|e| expected_matches(e, cid, &outcome));
-                let judged = self.sessions.contains_key(sid);
+                let judged = self.sessions.get(sid).is_some_and(|s| !s.blind);
                 self.rep.check(!judged || ok, "admission-decision", &format!("cl-decide {k} {h}.{inc}"), || {
                     format!("{} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted", req.method)
                 });
@@ -1170,11 +1226,13 @@ impl Model {
                         _ => {}
                     }
                 }
+                let loads = self.loads.get(sid).copied().unwrap_or(0);
                 self.lifetime.insert(
                     lk,
                     Lifetime {
                         sig,
                         answer: outcome,
+                        loads,
                     },
                 );
             }
@@ -1453,6 +1511,26 @@ impl Model {
         }
         self.rep.hit("4.4 pendingCommands read");
     }
+}
+
+/// How many defined params differ between two normalised payloads (the
+/// members of `requirementId` count one each).
+fn changed_params(a: &Value, b: &Value) -> usize {
+    let keys: BTreeSet<&String> = a
+        .as_object()
+        .into_iter()
+        .chain(b.as_object())
+        .flat_map(|o| o.keys())
+        .collect();
+    keys.into_iter()
+        .map(|k| match (&a[k], &b[k]) {
+            (x, y) if x == y => 0,
+            (x @ Value::Object(_), y @ Value::Object(_)) if k == "requirementId" => {
+                changed_params(x, y)
+            }
+            _ => 1,
+        })
+        .sum()
 }
 
 /// `{"result": ..}` or `{"error": ..}`.

@@ -133,6 +133,8 @@ pub struct Intake {
     pub seq: u64,
     /// The trace index at which the model consumed it.
     pub at: usize,
+    /// The host incarnation that wrote it (durable hosts).
+    pub writer: Option<(usize, u64)>,
 }
 
 /// Everything a read or snapshot shows, at one point of the stream.
@@ -201,6 +203,9 @@ pub struct Sess {
     pub open: bool,
     /// Recovery is running (records of a new life after a dead holder).
     pub recovering: bool,
+    /// Ephemeral: the model missed events of this session (its host went
+    /// on with nobody subscribed): its admissions are no longer judged.
+    pub blind: bool,
     /// Ephemeral: events sent ahead of a gap, by ordinal.
     pub ahead: BTreeMap<u64, (String, Value, u64)>,
     /// Unsettled command ids at the last point a view was taken.
@@ -483,6 +488,7 @@ impl Sess {
                 owed,
                 seq: self.next_seq,
                 at: rep.at,
+                writer: None,
             },
         );
     }

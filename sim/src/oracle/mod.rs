@@ -14,6 +14,8 @@
 
 pub mod liveness;
 
+use std::collections::BTreeMap;
+
 use crate::client::Client;
 use crate::disk::Disk;
 use crate::trace::Trace;
@@ -78,11 +80,23 @@ pub fn check_all(
     trace: &Trace,
     clients: &[Client],
     scenario: Scenario,
-    _disk: &Disk,
+    disk: &Disk,
 ) -> Vec<Violation> {
+    judge(trace, clients, scenario, disk).0
+}
+
+/// Runs every judge; also returns how often the model saw each rule of
+/// PROTOCOL.md exercised ([`crate::model::report::RULES`]).
+pub fn judge(
+    trace: &Trace,
+    clients: &[Client],
+    scenario: Scenario,
+    _disk: &Disk,
+) -> (Vec<Violation>, BTreeMap<&'static str, u64>) {
     let mut v = Vec::new();
     v.extend(liveness::check(trace, clients, scenario));
-    v.extend(crate::model::Model::check(trace, scenario).violations);
+    let report = crate::model::Model::check(trace, scenario);
+    v.extend(report.violations);
     v.sort_by_key(|x| x.at_index.unwrap_or(usize::MAX));
-    v
+    (v, report.rules)
 }

@@ -1030,6 +1030,12 @@ impl Client {
                 self.finish(i, v);
                 self.last_cursor = None;
             }
+            -32603 if e["data"]["reason"] == json!("logCorrupt") => {
+                // The session's log is damaged: nothing more can be done
+                // with it; start another.
+                self.finish(i, v);
+                self.lose_session(w, out, "session log corrupt");
+            }
             _ if retryable => self.cmds[i].retry_at_ms = Some(backoff),
             _ => {
                 self.finish(i, v);

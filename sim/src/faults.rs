@@ -25,7 +25,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 14] = [
+pub const FAULT_NAMES: [&str; 15] = [
     "drop",
     "dup",
     "delay",
@@ -40,6 +40,7 @@ pub const FAULT_NAMES: [&str; 14] = [
     "power-loss",
     "restart",
     "effect-lost",
+    "rot",
 ];
 
 /// A seed's fault mix: permille per opportunity (0 = off).
@@ -74,6 +75,9 @@ pub struct FaultMix {
     pub power_permille: u64,
     /// An effect response is lost.
     pub effect_lost_permille: u64,
+    /// After a sync, a synced byte of a record that others follow rots
+    /// (at most once per run; the `bitrot` scenario only).
+    pub rot_permille: u64,
 }
 
 impl FaultMix {
@@ -101,6 +105,7 @@ impl FaultMix {
             crash_point_permille: pick(600, &[50, 150, 400]),
             power_permille: pick(600, &[200, 500, 1000]),
             effect_lost_permille: pick(400, &[100, 300]),
+            rot_permille: 0,
         };
         m.delay_max_ms = if m.delay_permille > 0 {
             [20, 200, 1500][world.decide(Decision::FaultMix, 3) as usize]
@@ -125,6 +130,12 @@ impl FaultMix {
             Scenario::LeaseHandover => {
                 m.reconnect_permille = m.reconnect_permille.max(60);
                 m.crash_point_permille = 0;
+            }
+            Scenario::BitRot => {
+                // Reloads are what meet the damage: crash often.
+                m.crash_step_permille = m.crash_step_permille.max(3);
+                m.crash_point_permille = m.crash_point_permille.max(150);
+                m.rot_permille = 30;
             }
             Scenario::Ephemeral => {
                 m.tear_permille = 0;
@@ -152,6 +163,7 @@ impl FaultMix {
             ("crash-point", self.crash_point_permille),
             ("power", self.power_permille),
             ("effect-lost", self.effect_lost_permille),
+            ("rot", self.rot_permille),
         ];
         let on: Vec<String> = parts
             .iter()

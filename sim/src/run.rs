@@ -90,6 +90,7 @@ struct Sim {
     trace: Trace,
     healing: bool,
     heal_scheduled: bool,
+    rotted: bool,
     events_count: u64,
     faults: BTreeMap<&'static str, u64>,
     cp_hits: BTreeMap<&'static str, u64>,
@@ -126,6 +127,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         trace: Trace::new(),
         healing: false,
         heal_scheduled: false,
+        rotted: false,
         events_count: 0,
         faults: BTreeMap::new(),
         cp_hits: BTreeMap::new(),
@@ -1034,5 +1036,44 @@ impl Sim {
             host.handle_synced(&session, upto, now);
         }
         self.drain(h);
+        self.maybe_rot(&session);
+    }
+
+    /// The `bitrot` scenario: once per run, a byte inside a synced record
+    /// that other records follow flips (the storage damaged acknowledged
+    /// data; only the CRC can tell).
+    fn maybe_rot(&mut self, session: &str) {
+        if self.rotted || self.healing || !self.w.chance(Decision::Disk, self.mix.rot_permille) {
+            return;
+        }
+        let Some(f) = self.disk.files.get_mut(session) else {
+            return;
+        };
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while let crate::model::logfile::Check::Valid { end, .. } =
+            crate::model::logfile::check(&f.bytes[..f.durable_len], at)
+        {
+            frames.push((at, end));
+            at = end;
+        }
+        if frames.len() < 2 {
+            return;
+        }
+        let k = self.w.decide(Decision::Disk, frames.len() as u64 - 1) as usize;
+        let (start, end) = frames[k];
+        let offset = self
+            .w
+            .range(Decision::Disk, start as u64 + 16, end as u64 - 1);
+        f.bytes[offset as usize] ^= 0x20;
+        self.rotted = true;
+        self.count("rot");
+        self.note(
+            Actor::Disk,
+            What::BitRot {
+                session: session.to_string(),
+                offset,
+            },
+        );
     }
 }

@@ -238,10 +238,17 @@ impl Summary {
     /// Rules of PROTOCOL.md 3-4.4 a large `mixed` sweep never exercised
     /// (a coverage shortfall: the workload does not reach them).
     pub fn missed_rules(&self) -> Vec<&'static str> {
-        if self.scenario != Scenario::Mixed.name() || self.seeds_count < 100 {
+        if self.seeds_count < 100 {
             return Vec::new();
         }
-        crate::model::report::RULES
+        let rules = if self.scenario == Scenario::Mixed.name() {
+            crate::model::report::RULES
+        } else if self.scenario == Scenario::BitRot.name() {
+            crate::model::report::BITROT_RULES
+        } else {
+            return Vec::new();
+        };
+        rules
             .iter()
             .copied()
             .filter(|r| self.rules.get(*r).copied().unwrap_or(0) == 0)
@@ -376,7 +383,10 @@ impl Summary {
                 self.cp_crashes.get(n).copied().unwrap_or(0)
             ));
         }
-        let rules = crate::model::report::RULES;
+        let mut rules: Vec<&str> = crate::model::report::RULES.to_vec();
+        if self.scenario == Scenario::BitRot.name() {
+            rules.extend(crate::model::report::BITROT_RULES);
+        }
         let seen = rules
             .iter()
             .filter(|r| self.rules.get(**r).copied().unwrap_or(0) > 0)
@@ -385,7 +395,7 @@ impl Summary {
             "rules of PROTOCOL.md exercised: {seen} of {}\n",
             rules.len()
         ));
-        for r in rules {
+        for r in &rules {
             s.push_str(&format!(
                 "  {:>8}  {r}\n",
                 self.rules.get(*r).copied().unwrap_or(0)

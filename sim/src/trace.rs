@@ -46,6 +46,8 @@ pub enum What {
     HostStart { inc: u64, durable: bool },
     /// The machine lost power: every host dies, unsynced bytes are lost.
     PowerLoss,
+    /// A synced byte of a session log rotted (the `bitrot` scenario).
+    BitRot { session: String, offset: u64 },
     /// A host incarnation died; `point` names the crash point, if any.
     HostCrash {
         inc: u64,
@@ -215,6 +217,11 @@ impl fmt::Display for Entry {
                 )
             }
             What::PowerLoss => write!(f, "POWER LOSS: every host dies, unsynced bytes are lost"),
+            What::BitRot { session, offset } => write!(
+                f,
+                "BIT ROT: byte {offset} of {} flipped (synced, records follow it)",
+                short(session)
+            ),
             What::HostCrash { inc, point } => match point {
                 Some(p) => write!(f, "CRASH incarnation {inc} at crash point {p}"),
                 None => write!(f, "CRASH incarnation {inc}"),

@@ -856,3 +856,49 @@ fn effect_durability_an_unkeyed_effect_performed_twice() {
     }
     caught(&h, "effect-durability");
 }
+
+#[test]
+fn log_integrity_an_answer_from_a_rotten_log() {
+    // The holder lets go; the log rots; a host loads it again and answers
+    // as if nothing were wrong.
+    let build = |refuse: bool| {
+        let mut h = H::new();
+        h.start();
+                h.update(2, 11, 0, json!({"a": 1}));
+        let closed = record(6, json!({"record": "closed", "reason": "idle", "atMs": h.now()}));
+        h.append(vec![closed]);
+        h.sync();
+        h.host(What::LeaseRelease {
+            inc: 1,
+            session: S.into(),
+        });
+        h.push(
+            Actor::Disk,
+            What::BitRot {
+                session: S.into(),
+                offset: 20,
+            },
+        );
+        h.recv(
+            3,
+            "session/resume",
+            json!({"commandId": cid(30), "sessionId": S}),
+        );
+        h.host(What::LeaseGrant {
+            inc: 1,
+            session: S.into(),
+        });
+        if refuse {
+            h.reject(
+                3,
+                json!({"code": -32603, "message": "log corrupt",
+                "data": {"kind": "internal", "reason": "logCorrupt", "offset": 0}}),
+            );
+        } else {
+            h.answer(3, json!({"session": {}, "viewCursor": cursor(1)}));
+        }
+        h
+    };
+    clean(&build(true));
+    caught(&build(false), "log-integrity");
+}

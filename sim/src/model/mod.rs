@@ -185,6 +185,9 @@ pub struct Model {
     healed: bool,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
+    /// The holder of a rotten session at the moment of the damage: it may
+    /// go on from memory until it lets go; nobody may load the damaged log.
+    rot_holder: BTreeMap<String, (usize, u64)>,
 }
 
 fn host_of(e: &Entry) -> usize {
@@ -279,6 +282,17 @@ impl Model {
             }
             What::AppendFailed { inc, session } => self.storage_failed(h, *inc, session),
             What::Phase(p) if p == "liveness" => self.healed = true,
+            What::BitRot { session, offset } => {
+                let f = self.files.entry(session.clone()).or_default();
+                if let Some(b) = f.bytes.get_mut(*offset as usize) {
+                    *b ^= 0x20;
+                }
+                f.damaged = true;
+                self.rotten.insert(session.clone(), idx);
+                if let Some(holder) = self.leases.get(session) {
+                    self.rot_holder.insert(session.clone(), *holder);
+                }
+            }
             What::CrashKeep {
                 session,
                 kept_bytes,
@@ -381,6 +395,7 @@ impl Model {
             self.dead_holder.insert(s.clone());
             self.leases.remove(&s);
         }
+        self.rot_holder.retain(|_, x| *x != (h, inc));
         // A host that dies before recording an effect's outcome leaves
         // its successor unable to know it (unless a keyed query tells).
         for t in self.effects.values_mut() {
@@ -462,6 +477,9 @@ impl Model {
         }
         if self.leases.get(sid) == Some(&(h, inc)) {
             self.leases.remove(sid);
+        }
+        if self.rot_holder.get(sid) == Some(&(h, inc)) {
+            self.rot_holder.remove(sid);
         }
         for l in self.links.values_mut() {
             for r in l.reqs.values_mut() {
@@ -705,8 +723,10 @@ impl Model {
                 None => false,
             };
             // An ephemeral host's decision may have reached no subscriber:
-            // only a durable one is judged here.
-            let ok = ok || !durable;
+            // only a durable one is judged here; and a host that kept a
+            // rotten session in memory has decisions the model cannot read.
+            let from_memory = self.rot_holder.get(sid) == Some(&(h, inc));
+            let ok = ok || !durable || from_memory;
             self.rep.check(ok, "effect-durability", &format!("perform {key}"), || {
                 format!("host{h} performed {action:?} at {provider} for {key} without a durable approval of exactly that ({ap:?})")
             });
@@ -996,6 +1016,10 @@ impl Model {
             return;
         }
         let Some(sid) = sid else { return };
+        if self.rotten.contains_key(&sid) {
+            self.rotten_answer(h, inc, &sid, &method, &cid, &outcome);
+            return;
+        }
         if !recorded {
             self.judge_error(h, inc, &sid, &req, &outcome);
             return;
@@ -1239,6 +1263,35 @@ impl Model {
         }
     }
 
+    /// An answer about a session whose log rotted: only the host that had
+    /// it loaded at the damage (and kept it) may answer from memory; any
+    /// other must refuse it (`logCorrupt`, PROTOCOL.md 4.4), never answer
+    /// from the damaged log.
+    fn rotten_answer(
+        &mut self,
+        h: usize,
+        inc: u64,
+        sid: &str,
+        method: &str,
+        cid: &str,
+        outcome: &Result<Value, Value>,
+    ) {
+        if self.rot_holder.get(sid) == Some(&(h, inc)) {
+            return;
+        }
+        let refused = outcome.as_ref().err().is_some_and(|e| e["code"] != -32030);
+        self.rep.check(refused, "log-integrity", &format!("rot-answer {sid} {h}.{inc}"), || {
+            format!("host{h} answered {method} {cid} of session {sid} with {outcome:?} after its log rotted (must refuse: logCorrupt)")
+        });
+        if outcome
+            .as_ref()
+            .err()
+            .is_some_and(|e| e["data"]["reason"] == "logCorrupt")
+        {
+            self.rep.hit("4.4 corrupt log refused");
+        }
+    }
+
     /// Every decision the spec allowed for a command on host `h` since its
     /// first copy (with the same payload) arrived there.
     fn adm_window(&self, h: usize, inc: u64, k: &str, req: &Req) -> Vec<Expected> {
@@ -1326,6 +1379,13 @@ impl Model {
             return;
         };
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if self.rotten.contains_key(&sid) {
+            let ok = self.rot_holder.get(&sid) == Some(&(h, _inc));
+            self.rep.check(ok, "log-integrity", &format!("rot-event {sid} {h}.{_inc}"), || {
+                format!("host{h} sent {method} #{n} of session {sid} after its log rotted, from a load of the damaged log")
+            });
+            return;
+        }
         self.link_order(h, link, &sid, method, n, k);
         if k > 0 {
             return;
@@ -1426,6 +1486,17 @@ impl Model {
         let Ok(r) = outcome else { return };
         let Some(sid) = req.sid.clone() else { return };
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if self.rotten.contains_key(&sid) && self.rot_holder.get(&sid) != Some(&(h, inc)) {
+            self.rep.fail(
+                "log-integrity",
+                &format!("rot-read {sid} {h}.{inc}"),
+                format!(
+                    "host{h} answered {} of session {sid} from its damaged log",
+                    req.method
+                ),
+            );
+            return;
+        }
         if req.method != "session/read" || !durable_host || self.rotten.contains_key(&sid) {
             return;
         }

@@ -122,3 +122,7 @@ pub const RULES: &[&str] = &[
     "4.4 effect outcome unknown",
     "4.4 pendingCommands read",
 ];
+
+/// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep
+/// must exercise each.
+pub const BITROT_RULES: &[&str] = &["4.4 corrupt log refused"];

@@ -127,6 +127,28 @@ pub enum What {
         key: String,
         outcome: &'static str,
     },
+    /// A compaction's first step: the session's archive was cut to
+    /// `at_bytes` and `bytes` (the compacted log's records, verbatim) were
+    /// appended and synced.
+    ArchiveAppend {
+        inc: u64,
+        session: String,
+        at_bytes: u64,
+        bytes: Vec<u8>,
+    },
+    /// A compaction renamed its new log over the session log: the log is
+    /// now `new_bytes` (one snapshot record, synced) instead of the
+    /// `bytes_before` it had. Until the directory is synced, a power loss
+    /// may bring the old log back ([`What::CompactLost`]).
+    Compact {
+        inc: u64,
+        session: String,
+        bytes_before: u64,
+        new_bytes: Vec<u8>,
+    },
+    /// A power loss lost a compaction's rename: the session log is the old
+    /// one again (what of it survives follows as `CrashKeep`).
+    CompactLost { session: String },
     /// A client-side note (a command given up, a session abandoned).
     Note(String),
 }
@@ -318,6 +340,41 @@ impl fmt::Display for Entry {
                     if *torn { " (torn)" } else { "" }
                 )
             }
+            What::ArchiveAppend {
+                inc,
+                session,
+                at_bytes,
+                bytes,
+            } => write!(
+                f,
+                "(inc {inc}) compaction archives {} bytes of {} at {at_bytes} (synced)",
+                bytes.len(),
+                short(session)
+            ),
+            What::Compact {
+                inc,
+                session,
+                bytes_before,
+                new_bytes,
+            } => {
+                write!(
+                    f,
+                    "(inc {inc}) compaction renames a {}-byte log over {} ({bytes_before} bytes)",
+                    new_bytes.len(),
+                    short(session)
+                )?;
+                if let Ok(d) = msp::core::record::decode_log(new_bytes) {
+                    for (r, _) in d.records.iter() {
+                        write!(f, " [{}]", record_summary(r))?;
+                    }
+                }
+                Ok(())
+            }
+            What::CompactLost { session } => write!(
+                f,
+                "{} lost its compaction's rename: the old log is back",
+                short(session)
+            ),
             What::EffectDone { inc, key, outcome } => write!(
                 f,
                 "(inc {inc}) effect answer for key {}: {outcome}",
@@ -374,6 +431,10 @@ pub fn record_summary(r: &msp::core::record::Record) -> String {
         }
         Record::Event { n, method, .. } => format!("event #{n} {method}"),
         Record::Closed { reason, .. } => format!("closed {reason}"),
+        Record::Snapshot(snap) => format!(
+            "snapshot of {} records, archive {} bytes",
+            snap.record_count, snap.archive_len
+        ),
     }
 }
 

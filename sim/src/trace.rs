@@ -464,6 +464,99 @@ impl Trace {
         self.hash.0
     }
 
+    /// The trace as a host that never compacts would have left it on disk:
+    /// compaction entries dropped, and every offset of a session log
+    /// (`Synced`, `Truncate`, `SyncFailed`, `CrashKeep`) turned from the
+    /// log file's physical offset into the *logical* one (the archive
+    /// followed by the log's records after its snapshot, see
+    /// `msp::core::snapshot`). A lost rename brings the old file's mapping
+    /// back and cuts the logical log to the old file's length. Oracles that
+    /// do not read snapshots can judge a compacting run through this view.
+    pub fn logical(&self) -> Trace {
+        // Per session: (snapshot bytes, archive length) of the current log
+        // file, and of the file a compaction renamed over (with its length).
+        let mut now: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let mut before: std::collections::BTreeMap<String, ((u64, u64), u64)> = Default::default();
+        let map = |m: Option<&(u64, u64)>, phys: u64| match m {
+            Some((s, a)) => phys.saturating_sub(*s) + a,
+            None => phys,
+        };
+        let mut out = Trace::new();
+        for e in &self.entries {
+            let what = match &e.what {
+                What::ArchiveAppend { .. } => continue,
+                What::Compact {
+                    session,
+                    bytes_before,
+                    new_bytes,
+                    ..
+                } => {
+                    let archive_len =
+                        msp::core::record::decode_log(new_bytes).map_or(0, |d| d.archive_len);
+                    let old = now.get(session).copied().unwrap_or((0, 0));
+                    before.insert(session.clone(), (old, *bytes_before));
+                    now.insert(session.clone(), (new_bytes.len() as u64, archive_len));
+                    continue;
+                }
+                What::CompactLost { session } => {
+                    let Some((old, len)) = before.remove(session) else {
+                        continue;
+                    };
+                    now.insert(session.clone(), old);
+                    What::CrashKeep {
+                        session: session.clone(),
+                        kept_bytes: map(Some(&old), len),
+                        torn: false,
+                    }
+                }
+                What::Synced {
+                    inc,
+                    session,
+                    upto_bytes,
+                } => What::Synced {
+                    inc: *inc,
+                    session: session.clone(),
+                    upto_bytes: map(now.get(session), *upto_bytes),
+                },
+                What::Truncate {
+                    inc,
+                    session,
+                    len_bytes,
+                } => What::Truncate {
+                    inc: *inc,
+                    session: session.clone(),
+                    len_bytes: map(now.get(session), *len_bytes),
+                },
+                What::SyncFailed {
+                    inc,
+                    session,
+                    kept_bytes,
+                } => What::SyncFailed {
+                    inc: *inc,
+                    session: session.clone(),
+                    kept_bytes: map(now.get(session), *kept_bytes),
+                },
+                What::CrashKeep {
+                    session,
+                    kept_bytes,
+                    torn,
+                } => What::CrashKeep {
+                    session: session.clone(),
+                    kept_bytes: map(now.get(session), *kept_bytes),
+                    torn: *torn,
+                },
+                What::LeaseGrant { session, .. } => {
+                    // The grant syncs the directory: a pending rename stays.
+                    before.remove(session);
+                    e.what.clone()
+                }
+                other => other.clone(),
+            };
+            out.push(e.at_ms, e.actor, what);
+        }
+        out
+    }
+
     /// Index of the first entry where two traces differ, if any.
     pub fn first_divergence(&self, other: &Trace) -> Option<usize> {
         let n = self.entries.len().min(other.entries.len());

@@ -1079,7 +1079,18 @@ impl Host {
             // far durable (in the archive and the snapshot) and is answered
             // like one.
             debug_assert_eq!(l.s.end_bytes, upto, "the fold covers what was appended");
-            let snapshot = Record::Snapshot(Box::new(l.s.to_snapshot())).encode();
+            let Some(snapshot) = super::snapshot::encode(l.s.to_snapshot()) else {
+                // A part of the live state passes the frame limit (a huge
+                // item or kv): this log is not compacted; try again after
+                // as many records.
+                l.tail_records = 0;
+                let upto_bytes = l.phys(upto);
+                self.out.push_back(Output::Sync {
+                    session: sid.to_string(),
+                    upto_bytes,
+                });
+                return;
+            };
             let out = Output::Compact {
                 session: sid.to_string(),
                 log_from_bytes: l.snap_bytes,
@@ -1558,18 +1569,24 @@ impl Host {
                 .to_value()
                 .to_string()
         })?;
-        let mut s = Session::default();
-        for (rec, end) in &decoded.records {
-            s.apply(rec, *end);
-        }
         let tail_records = decoded.records.len() as u64 - u64::from(decoded.snapshot_bytes > 0);
-        let mut valid_len = decoded.valid_len;
-        if decoded.torn && self.cfg.durability == Durability::Durable {
+        let mut s = Session::default();
+        let (snapshot_bytes, archive_len) = (decoded.snapshot_bytes, decoded.archive_len);
+        let logical = |phys: u64| phys - snapshot_bytes + archive_len;
+        let (decoded_valid_len, decoded_torn) = (decoded.valid_len, decoded.torn);
+        for (rec, end) in decoded.records {
+            match rec {
+                Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
+                r => s.apply(&r, end),
+            }
+        }
+        let mut valid_len = decoded_valid_len;
+        if decoded_torn && self.cfg.durability == Durability::Durable {
             if self.bugs.has(Bug::TornTailAccepted) {
                 valid_len = log.len() as u64;
                 // The fold must stay at the log's end: the torn bytes
                 // count as appended.
-                s.end_bytes = decoded.logical(valid_len.max(decoded.snapshot_bytes));
+                s.end_bytes = logical(valid_len.max(snapshot_bytes));
             } else {
                 self.out.push_back(Output::Truncate {
                     session: sid.to_string(),
@@ -1586,7 +1603,7 @@ impl Host {
         let appended_bytes = if valid_len == 0 {
             0
         } else {
-            decoded.logical(valid_len)
+            logical(valid_len)
         };
         debug_assert!(
             self.bugs.has(Bug::TornTailAccepted) || s.end_bytes == appended_bytes,
@@ -1619,8 +1636,8 @@ impl Host {
                 idle_deadline_ms: None,
                 unloading: false,
                 pending_effects: Vec::new(),
-                snap_bytes: decoded.snapshot_bytes,
-                tail_from: decoded.archive_len,
+                snap_bytes: snapshot_bytes,
+                tail_from: archive_len,
                 tail_records,
                 compacting: None,
             })),

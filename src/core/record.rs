@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::snapshot::{Snapshot, SNAPSHOT_TYPE};
+use super::snapshot::{Snapshot, SnapshotPart, SNAPSHOT_PART_TYPE, SNAPSHOT_TYPE};
 use crate::log;
 
 /// The answer a command got at admission: a `result` or an `error` object.
@@ -132,8 +132,13 @@ impl Record {
         }
     }
 
-    /// Encodes the record as one log frame.
+    /// Encodes the record as one log frame (a snapshot as its head and
+    /// parts; see [`super::snapshot::encode`]).
     pub fn encode(&self) -> Vec<u8> {
+        if let Record::Snapshot(s) = self {
+            return super::snapshot::encode((**s).clone())
+                .expect("a snapshot within the frame limit");
+        }
         let payload = match self {
             Record::Snapshot(s) => serde_json::to_vec(s),
             other => serde_json::to_vec(other),
@@ -218,19 +223,39 @@ pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
     })?;
     let mut records = Vec::with_capacity(frames.len());
     let (mut snapshot_bytes, mut archive_len) = (0, 0);
-    for (i, f) in frames.into_iter().enumerate() {
+    let mut frames = frames.into_iter().enumerate();
+    while let Some((i, f)) = frames.next() {
         let corrupt = |detail: String| LogCorrupt {
             offset: f.offset,
             detail,
         };
         match Record::decode(f.record_type, f.payload) {
-            Some(Record::Snapshot(s)) => {
+            Some(Record::Snapshot(mut s)) => {
                 if i != 0 {
                     return Err(corrupt("a snapshot record after the first record".into()));
                 }
+                let mut end = f.end_offset();
+                for _ in 0..s.parts {
+                    let part = frames
+                        .next()
+                        .map(|(_, p)| p)
+                        .filter(|p| p.record_type == SNAPSHOT_PART_TYPE);
+                    let Some(p) = part else {
+                        return Err(corrupt("a snapshot without all its parts".into()));
+                    };
+                    let part: SnapshotPart =
+                        serde_json::from_slice(p.payload).map_err(|e| LogCorrupt {
+                            offset: p.offset,
+                            detail: format!("undecodable snapshot part: {e}"),
+                        })?;
+                    s.ledger.extend(part.ledger);
+                    s.event_starts.extend(part.event_starts);
+                    end = p.end_offset();
+                }
+                s.parts = 0;
                 super::session::Session::check_snapshot(&s)
                     .map_err(|b| corrupt(format!("bad snapshot: {}", b.0)))?;
-                snapshot_bytes = f.end_offset();
+                snapshot_bytes = end;
                 archive_len = s.archive_len;
                 records.push((Record::Snapshot(s), archive_len));
             }

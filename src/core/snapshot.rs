@@ -25,6 +25,12 @@
 //! snapshot's event index and the ledger's record offsets) when a page, a
 //! subscription's backlog or a replay needs them.
 //!
+//! A snapshot may span several frames: the head (type 7) and then `parts`
+//! snapshot-part records (type 8, `record: "snapshotPart"`), each carrying
+//! a run of the ledger and of the event index, so that no frame passes the
+//! 64 MiB payload limit however long the ledger grows. The log's tail
+//! begins after the last part; nothing else may come between them.
+//!
 //! The snapshot's JSON (`record: "snapshot"`, `format: 2`) lists the live
 //! state: the session's own fields, the ledger as a compact index (per
 //! command: id as sent, method, SHA-256 of the payload signature, intake
@@ -48,6 +54,79 @@ pub const LOG_FORMAT_VERSION: u32 = 2;
 
 /// The frame type byte of a snapshot record.
 pub const SNAPSHOT_TYPE: u8 = 7;
+
+/// The frame type byte of a snapshot part (only ever right after its
+/// snapshot head).
+pub const SNAPSHOT_PART_TYPE: u8 = 8;
+
+/// Ledger entries per snapshot part (about 13 MB of JSON).
+pub const PART_LEDGER_ENTRIES: usize = 50_000;
+
+/// Event offsets per snapshot part.
+pub const PART_EVENT_STARTS: usize = 1_000_000;
+
+/// The `record` tag of a snapshot part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PartTag {
+    /// The only value.
+    SnapshotPart,
+}
+
+/// A run of a snapshot's ledger and event index, in order after its head
+/// and the parts before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapshotPart {
+    /// Always `"snapshotPart"`.
+    pub record: PartTag,
+    /// Ledger entries continuing the head's.
+    pub ledger: Vec<SnapLedger>,
+    /// Event offset deltas continuing the head's.
+    pub event_starts: Vec<u64>,
+}
+
+/// Encodes a snapshot as its frames (head, then parts); `None` when a
+/// frame would still pass the payload limit (the compaction is skipped).
+pub fn encode(mut snap: Snapshot) -> Option<Vec<u8>> {
+    let ledger = std::mem::take(&mut snap.ledger);
+    let starts = std::mem::take(&mut snap.event_starts);
+    let mut parts = Vec::new();
+    let (mut l, mut e) = (ledger.as_slice(), starts.as_slice());
+    while !l.is_empty() || !e.is_empty() {
+        let (lh, lt) = l.split_at(l.len().min(PART_LEDGER_ENTRIES));
+        let (eh, et) = e.split_at(e.len().min(PART_EVENT_STARTS));
+        parts.push((lh, eh));
+        (l, e) = (lt, et);
+    }
+    snap.parts = parts.len() as u32;
+    let max = crate::log::MAX_PAYLOAD_BYTES as usize;
+    let head = serde_json::to_vec(&snap).expect("snapshots serialise");
+    if head.len() > max {
+        return None;
+    }
+    let mut out = crate::log::encode_frame(SNAPSHOT_TYPE, &head);
+    for (lh, eh) in parts {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct PartRef<'a> {
+            record: PartTag,
+            ledger: &'a [SnapLedger],
+            event_starts: &'a [u64],
+        }
+        let payload = serde_json::to_vec(&PartRef {
+            record: PartTag::SnapshotPart,
+            ledger: lh,
+            event_starts: eh,
+        })
+        .expect("snapshot parts serialise");
+        if payload.len() > max {
+            return None;
+        }
+        out.extend(crate::log::encode_frame(SNAPSHOT_PART_TYPE, &payload));
+    }
+    Some(out)
+}
 
 /// The `record` tag of a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +192,10 @@ pub struct Snapshot {
     /// Logical offset of event `n`'s record at index `n - 1`, each as the
     /// difference from the previous one (the first from 0).
     pub event_starts: Vec<u64>,
+    /// Snapshot-part records that follow this head (their ledger entries
+    /// and event offsets continue the head's).
+    #[serde(default)]
+    pub parts: u32,
 }
 
 /// A ledger entry in a snapshot.
@@ -348,6 +431,7 @@ impl Session {
                 .collect(),
             streams: self.stream_seq.clone(),
             event_starts,
+            parts: 0,
         }
     }
 
@@ -415,27 +499,35 @@ impl Session {
     /// [`Session::check_snapshot`]). Everything archived stays on disk: no
     /// event is in memory, settled answers are read back when replayed.
     pub fn from_snapshot(snap: &Snapshot) -> Session {
+        Session::from_snapshot_owned(snap.clone())
+    }
+
+    /// [`Session::from_snapshot`] consuming the snapshot (a load: its
+    /// strings move into the session instead of being copied).
+    pub fn from_snapshot_owned(mut snap: Snapshot) -> Session {
         let mut s = Session {
-            id: snap.session_id.clone(),
+            id: std::mem::take(&mut snap.session_id),
             created_at_ms: snap.created_at_ms,
             updated_at_ms: snap.updated_at_ms,
-            workspace_root: snap.workspace_root.clone(),
-            start_command_id: snap.start_command_id.clone(),
+            workspace_root: snap.workspace_root.take(),
+            start_command_id: std::mem::take(&mut snap.start_command_id),
             next_seq: snap.intake_count,
             turn_count: snap.turn_count,
             resumed: snap.resumed,
             revision: snap.revision,
-            kv: snap.kv.clone(),
-            stream_seq: snap.streams.clone(),
+            kv: std::mem::take(&mut snap.kv),
+            stream_seq: std::mem::take(&mut snap.streams),
             lifecycle_open: snap.lifecycle_open,
             record_count: snap.record_count,
             archive_len: snap.archive_len,
             end_bytes: snap.archive_len,
-            running: snap.running.clone(),
-            queue: snap.queue.iter().cloned().collect::<VecDeque<_>>(),
+            running: snap.running.take(),
+            queue: std::mem::take(&mut snap.queue)
+                .into_iter()
+                .collect::<VecDeque<_>>(),
             ..Session::default()
         };
-        for e in &snap.ledger {
+        for e in std::mem::take(&mut snap.ledger) {
             let outcome = match e.outcome.as_deref() {
                 None => None,
                 Some("applied") => Some(Outcome::Applied),
@@ -445,10 +537,10 @@ impl Session {
             s.ledger.insert(
                 crate::proto::ids::id_key(&e.id),
                 LedgerEntry {
-                    command_id: e.id.clone(),
-                    method: e.method.clone(),
                     sig: unhex32(&e.sha256).unwrap_or([0; 32]),
-                    answer: e.answer.clone(),
+                    command_id: e.id,
+                    method: e.method,
+                    answer: e.answer,
                     received_at: e.received,
                     outcome,
                     settled_at: e.settled.unwrap_or((0, 0)),
@@ -457,7 +549,7 @@ impl Session {
                 },
             );
         }
-        s.effect_seen = snap.effect_seen.iter().cloned().collect();
+        s.effect_seen = std::mem::take(&mut snap.effect_seen).into_iter().collect();
         for t in &snap.turns {
             let status = match t.status.as_str() {
                 "queued" => TurnStatus::Queued,
@@ -476,10 +568,10 @@ impl Session {
                 },
             );
         }
-        for item in &snap.items {
+        for item in std::mem::take(&mut snap.items) {
             let id = item["itemId"].as_str().unwrap_or_default().to_string();
             s.item_index.insert(id, s.items.len());
-            s.items.push(item.clone());
+            s.items.push(item);
         }
         for a in &snap.approvals {
             let id = a.params["approvalId"]
@@ -553,5 +645,103 @@ impl Session {
         let ledger = &self.ledger;
         self.effect_seen
             .retain(|k| ledger.get(k).is_some_and(|e| e.outcome.is_none()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::record::{decode_log, Record};
+    use serde_json::json;
+
+    /// A session of `n` settled `state/update`s and their events.
+    fn big_session(n: u32) -> (Session, Vec<u8>) {
+        let mut log = Vec::new();
+        let mut s = Session::default();
+        let mut push = |s: &mut Session, r: Record| {
+            let b = r.encode();
+            let end = s.end_bytes + b.len() as u64;
+            s.apply(&r, end);
+            log.extend(b);
+        };
+        push(
+            &mut s,
+            Record::Created {
+                session_id: "0198f0aa-3333-7000-8000-0000000000cc".into(),
+                created_at_ms: 1,
+                workspace_root: None,
+                start_command_id: "c".into(),
+            },
+        );
+        for i in 0..n {
+            let id = format!("018f6a1e-9b3c-7c21-a54a-{i:012x}");
+            push(
+                &mut s,
+                Record::Received {
+                    command_id: id.clone(),
+                    method: "state/update".into(),
+                    params: json!({"k": i}),
+                    signature: format!("sig{i}"),
+                    answer: Answer::Result(json!({"revision": i + 1})),
+                    at_ms: 2,
+                },
+            );
+            push(
+                &mut s,
+                Record::Event {
+                    n: u64::from(i) + 1,
+                    method: "state/updated".into(),
+                    params: json!({"revision": i + 1}),
+                    emitted_at_ms: 2,
+                    cause: Some(id.clone()),
+                },
+            );
+            push(
+                &mut s,
+                Record::Settled {
+                    command_id: id,
+                    outcome: Outcome::Applied,
+                },
+            );
+        }
+        (s, log)
+    }
+
+    #[test]
+    fn a_long_ledger_spans_snapshot_parts_and_restores_whole() {
+        let n = PART_LEDGER_ENTRIES as u32 * 2 + 7;
+        let (s, log) = big_session(n);
+        let frames = encode(s.to_snapshot()).expect("within the limit");
+        let scan = crate::log::scan(&frames);
+        let types: Vec<u8> = scan.frames.iter().map(|f| f.record_type).collect();
+        assert_eq!(
+            types,
+            vec![SNAPSHOT_TYPE, 8, 8, 8],
+            "a head and three parts"
+        );
+        let d = decode_log(&frames).expect("decodes");
+        assert_eq!(d.snapshot_bytes, frames.len() as u64);
+        assert_eq!(d.archive_len, log.len() as u64);
+        let Some((Record::Snapshot(snap), _)) = d.records.first() else {
+            panic!("no snapshot first");
+        };
+        assert_eq!(snap.ledger.len(), n as usize);
+        let r = Session::from_snapshot(snap);
+        assert_eq!(r.head_n(), s.head_n());
+        assert_eq!(r.event_starts, s.event_starts);
+        assert_eq!(r.ledger.len(), s.ledger.len());
+        for (k, e) in &s.ledger {
+            let got = &r.ledger[k];
+            assert_eq!(
+                (got.sig, got.received_at, got.settled_at),
+                (e.sig, e.received_at, e.settled_at)
+            );
+            assert!(got.answer.is_none(), "settled answers stay in the archive");
+        }
+        // A part missing (the log cut after the head) is damage, not a tail.
+        let head_end = scan.frames[1].offset as usize;
+        let mut cut = frames[..head_end].to_vec();
+        cut.extend(Record::Loaded { at_ms: 3 }.encode());
+        assert!(decode_log(&cut).is_err());
     }
 }

@@ -482,7 +482,7 @@ impl Trace {
             None => phys,
         };
         let mut out = Trace::new();
-        for e in &self.entries {
+        for (i, e) in self.entries.iter().enumerate() {
             let what = match &e.what {
                 What::ArchiveAppend { .. } => continue,
                 What::Compact {
@@ -503,6 +503,16 @@ impl Trace {
                         continue;
                     };
                     now.insert(session.clone(), old);
+                    // The old file's unsynced bytes are lost with the power:
+                    // the `CrashKeep` that follows says what it keeps. With
+                    // none (nothing of it was unsynced), it keeps all of it.
+                    let kept_follows = self.entries[i + 1..]
+                        .iter()
+                        .take_while(|x| x.actor == Actor::Disk)
+                        .any(|x| matches!(&x.what, What::CrashKeep { session: s, .. } if s == session));
+                    if kept_follows {
+                        continue;
+                    }
                     What::CrashKeep {
                         session: session.clone(),
                         kept_bytes: map(Some(&old), len),

@@ -8,11 +8,21 @@
 //! safety phase with faults on, then a liveness phase with every fault
 //! healed and every dead host restarted, in which every client must
 //! converge.
+//!
+//! Compaction is off unless the environment variable [`COMPACT_ENV`]
+//! names a record threshold (the reference model does not read snapshot
+//! records yet). With it on, each compaction step may crash the host
+//! (named `compact-archived`, `compact-written`, `compact-renamed`, drawn
+//! like the named crash points), and a power loss between the rename and
+//! the directory sync may lose the rename.
 
 use std::collections::BTreeMap;
 
 use msp::core::bugs::{Bug, BugSet};
-use msp::core::{Durability, EffectMode, EffectOutcome, OpenMode, OpenResult, Output, ReadResult};
+use msp::core::{
+    CompactStep, Durability, EffectMode, EffectOutcome, HistoryResult, OpenMode, OpenResult,
+    Output, ReadResult,
+};
 
 use crate::client::{Action, Client, Ctx, Role};
 use crate::disk::Disk;
@@ -32,6 +42,21 @@ pub const SAFETY_MAX_MS: u64 = 60_000;
 pub const LIVENESS_MS: u64 = 90_000;
 /// A run that processes more events than this is stuck.
 pub const EVENTS_MAX: u64 = 3_000_000;
+/// `MSP_SIM_COMPACT_RECORDS=N`: every host compacts a session's log after
+/// N records (`HostConfig::compact_records`); unset or 0: never.
+pub const COMPACT_ENV: &str = "MSP_SIM_COMPACT_RECORDS";
+
+/// `MSP_SIM_JUDGE=logical`: the oracles judge [`Trace::logical`] (for runs
+/// with compaction on, until the reference model reads snapshots).
+pub const JUDGE_ENV: &str = "MSP_SIM_JUDGE";
+
+/// The compaction threshold [`COMPACT_ENV`] asks for (0: off).
+pub fn compact_records_from_env() -> u64 {
+    std::env::var(COMPACT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +107,7 @@ struct Sim {
     durability: Durability,
     bugs: BugSet,
     idle_unload_ms: u64,
+    compact_records: u64,
     disk: Disk,
     hosts: Vec<HostProc>,
     links: BTreeMap<u64, Link>,
@@ -117,6 +143,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         durability,
         bugs: cfg.bug.map(BugSet::one).unwrap_or_default(),
         idle_unload_ms,
+        compact_records: compact_records_from_env(),
         disk: Disk::default(),
         hosts: (0..cfg.scenario.hosts_count())
             .map(|_| HostProc::new())
@@ -134,7 +161,13 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         cp_crashes: BTreeMap::new(),
     };
     s.go();
-    let (violations, rules) = oracle::judge(&s.trace, &s.clients, cfg.scenario, &s.disk);
+    // With `MSP_SIM_JUDGE=logical`, the model judges the trace as a host
+    // that never compacts would have left it (`Trace::logical`).
+    let (violations, rules) = if std::env::var(JUDGE_ENV).is_ok_and(|v| v == "logical") {
+        oracle::judge(&s.trace.logical(), &s.clients, cfg.scenario, &s.disk)
+    } else {
+        oracle::judge(&s.trace, &s.clients, cfg.scenario, &s.disk)
+    };
     let mix = s.mix.describe();
     RunResult {
         config: cfg.clone(),
@@ -269,7 +302,13 @@ impl Sim {
     fn start_host(&mut self, h: usize) {
         let seed = self.w.decide(Decision::Ids, u64::MAX);
         let now = self.w.now_ms;
-        self.hosts[h].start(self.durability, seed, self.idle_unload_ms, now, self.bugs);
+        self.hosts[h].start(
+            self.durability,
+            seed,
+            (self.idle_unload_ms, self.compact_records),
+            now,
+            self.bugs,
+        );
         let inc = self.hosts[h].inc;
         if inc > 1 {
             self.count("restart");
@@ -723,6 +762,15 @@ impl Sim {
         if self.durability != Durability::Durable {
             return;
         }
+        // Renames whose directory was not synced may be lost.
+        let renamed: Vec<String> = self.disk.renamed_from.keys().cloned().collect();
+        for session in renamed {
+            let old = self.disk.renamed_from.remove(&session).expect("listed");
+            if self.w.chance(Decision::Disk, 500) {
+                self.disk.files.insert(session.clone(), old);
+                self.note(Actor::Disk, What::CompactLost { session });
+            }
+        }
         let sessions: Vec<String> = self.disk.files.keys().cloned().collect();
         let tear = self.mix.tear_permille;
         let w = &mut self.w;
@@ -784,11 +832,19 @@ impl Sim {
                     host.handle_opened(token, result, now);
                 }
             }
-            Output::Read { session, token } => {
+            Output::Read {
+                session,
+                token,
+                history,
+            } => {
                 let result = match self.disk.files.get(&session) {
                     None => ReadResult::NotFound,
                     Some(f) => ReadResult::Found {
                         log: f.bytes.clone(),
+                        history: match self.disk.archives.get(&session) {
+                            Some(a) if history => a.bytes.clone(),
+                            _ => Vec::new(),
+                        },
                         held_elsewhere: self.disk.leases.get(&session).is_some_and(|o| *o != h),
                     },
                 };
@@ -796,6 +852,37 @@ impl Sim {
                     host.handle_read(token, result, now);
                 }
             }
+            Output::ReadHistory {
+                session,
+                token,
+                from_bytes,
+                to_bytes,
+            } => {
+                let archive = self.disk.archives.get(&session).map(|a| &a.bytes[..]);
+                let result =
+                    match archive.and_then(|a| a.get(from_bytes as usize..to_bytes as usize)) {
+                        Some(b) => HistoryResult::Found(b.to_vec()),
+                        None => HistoryResult::Failed(format!(
+                            "the archive of {session} has no bytes {from_bytes}..{to_bytes}"
+                        )),
+                    };
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_history(token, result, now);
+                }
+            }
+            Output::Compact {
+                session,
+                snapshot,
+                log_from_bytes,
+                log_len_bytes,
+                archive_len_bytes,
+            } => self.compact(
+                h,
+                session,
+                snapshot,
+                (log_from_bytes, log_len_bytes),
+                archive_len_bytes,
+            ),
             Output::Truncate { session, len_bytes } => {
                 self.note(
                     Actor::Host(h),
@@ -946,6 +1033,125 @@ impl Sim {
         }
     }
 
+    /// Carries out a compaction step by step; each step may crash the host
+    /// (see the module docs). The completion comes back as a sync of the
+    /// new log.
+    fn compact(
+        &mut self,
+        h: usize,
+        session: String,
+        snapshot: Vec<u8>,
+        (from, to): (u64, u64),
+        archive_len: u64,
+    ) {
+        let now = self.w.now_ms;
+        let inc = self.hosts[h].inc;
+        let log = self
+            .disk
+            .files
+            .get(&session)
+            .map(|f| f.bytes.clone())
+            .unwrap_or_default();
+        let archive_ok = self
+            .disk
+            .archives
+            .get(&session)
+            .map_or(0, |a| a.bytes.len() as u64)
+            >= archive_len;
+        let bytes = log.get(from as usize..to as usize).map(<[u8]>::to_vec);
+        let (Some(bytes), true, false) = (bytes, archive_ok, now < self.disk.full_until_ms) else {
+            self.count("disk-full");
+            self.note(
+                Actor::Host(h),
+                What::AppendFailed {
+                    inc,
+                    session: session.clone(),
+                },
+            );
+            if let Some(host) = self.hosts[h].host.as_mut() {
+                host.handle_storage_failed(&session, "compaction failed", now);
+            }
+            return;
+        };
+        let a = self.disk.archives.entry(session.clone()).or_default();
+        a.bytes.truncate(archive_len as usize);
+        a.bytes.extend_from_slice(&bytes);
+        a.durable_len = a.bytes.len();
+        a.last_write_at = a.bytes.len();
+        self.note(
+            Actor::Host(h),
+            What::ArchiveAppend {
+                inc,
+                session: session.clone(),
+                at_bytes: archive_len,
+                bytes,
+            },
+        );
+        if self.compact_crash_point(h, CompactStep::Archived)
+            || self.compact_crash_point(h, CompactStep::Written)
+        {
+            return;
+        }
+        let len = snapshot.len();
+        let old = self.disk.files.remove(&session).unwrap_or_default();
+        let bytes_before = old.bytes.len() as u64;
+        self.disk.files.insert(
+            session.clone(),
+            crate::disk::File {
+                bytes: snapshot.clone(),
+                durable_len: len,
+                last_write_at: len,
+                epoch: old.epoch,
+            },
+        );
+        let epoch = old.epoch;
+        self.disk.renamed_from.insert(session.clone(), old);
+        self.note(
+            Actor::Host(h),
+            What::Compact {
+                inc,
+                session: session.clone(),
+                bytes_before,
+                new_bytes: snapshot,
+            },
+        );
+        if self.compact_crash_point(h, CompactStep::Renamed) {
+            return;
+        }
+        self.disk.renamed_from.remove(&session);
+        let at = now + self.w.range(Decision::Disk, 2, 15);
+        self.w.schedule(
+            at,
+            Event::SyncDone {
+                host: h,
+                incarnation: inc,
+                session,
+                upto_bytes: len as u64,
+                epoch,
+            },
+        );
+    }
+
+    /// A compaction step as a crash point: counted, traced, maybe crashed
+    /// at (true: the host died).
+    fn compact_crash_point(&mut self, h: usize, step: CompactStep) -> bool {
+        let name = step.name();
+        let inc = self.hosts[h].inc;
+        *self.cp_hits.entry(name).or_insert(0) += 1;
+        self.note(Actor::Host(h), What::CrashPointHit { inc, point: name });
+        if !self.healing
+            && self
+                .w
+                .chance(Decision::Crash, self.mix.crash_point_permille)
+        {
+            *self.cp_crashes.entry(name).or_insert(0) += 1;
+            self.count("crash-point");
+            self.crash(h, Some(name));
+            return true;
+        }
+        false
+    }
+
     fn open(&mut self, h: usize, session: &str, mode: OpenMode) -> OpenResult {
         let inc = self.hosts[h].inc;
         let exists = self.disk.files.contains_key(session);
@@ -971,6 +1177,9 @@ impl Sim {
             }
         }
         self.disk.leases.insert(session.to_string(), h);
+        // Taking the lease syncs the session directory: a compaction's
+        // rename is durable from now on.
+        self.disk.renamed_from.remove(session);
         self.note(
             Actor::Host(h),
             What::LeaseGrant {

@@ -864,8 +864,11 @@ fn log_integrity_an_answer_from_a_rotten_log() {
     let build = |refuse: bool| {
         let mut h = H::new();
         h.start();
-                h.update(2, 11, 0, json!({"a": 1}));
-        let closed = record(6, json!({"record": "closed", "reason": "idle", "atMs": h.now()}));
+        h.update(2, 11, 0, json!({"a": 1}));
+        let closed = record(
+            6,
+            json!({"record": "closed", "reason": "idle", "atMs": h.now()}),
+        );
         h.append(vec![closed]);
         h.sync();
         h.host(What::LeaseRelease {

@@ -1320,7 +1320,11 @@ impl Model {
             -32021 => req.holders.iter().any(|x| x.is_some() && *x != me),
             -32024 => req.holders.iter().any(|x| *x != me),
             -32020 => !req.existed || !self.durable_run,
-            -32053..=-32050 => req.window.contains(&Expected::Error(code)) || req.window.is_empty(),
+            -32053..=-32050 => {
+                req.window.contains(&Expected::Error(code))
+                    || req.window.is_empty()
+                    || self.sessions.get(sid).is_some_and(|s| s.blind)
+            }
             -32603 => {
                 req.storage_failed
                     || e["data"]["reason"] == "logCorrupt"

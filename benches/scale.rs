@@ -18,6 +18,9 @@
 //! - `recover --records N`: a session of about N log records written by
 //!   pipelined `state/update`s, the host killed with SIGKILL, a new host
 //!   started: the time `session/resume` takes, and the new host's RSS.
+//!   Records are counted logically (a compacted log's snapshot counts the
+//!   records it folds); the log, the archive and the snapshot (the live
+//!   state, serialised) are measured on disk after the kill.
 //!
 //! Run: `cargo bench --bench scale` (fsync, admission, sqlite; about a
 //! minute), `cargo bench --bench scale -- recover --records 1000000`.
@@ -630,6 +633,8 @@ fn sqlite(clients: usize, warmup: Duration, window: Duration) -> Res<Stats> {
 struct Recover {
     records: usize,
     log_mb: f64,
+    archive_mb: f64,
+    snapshot_mb: f64,
     write_s: f64,
     resume_ms: f64,
     rss_mb: f64,
@@ -652,11 +657,18 @@ fn recover(records: usize) -> Res<Recover> {
         return Err(format!("session/start: {r}"));
     }
     let log = dir.path().join("sessions").join(&sid).join("session.log");
-    let count = |log: &Path| -> Res<usize> {
+    // Logical records, and the snapshot's size (0: the log has none).
+    let count = |log: &Path| -> Res<(usize, u64)> {
         let bytes = std::fs::read(log).map_err(|e| e.to_string())?;
         let d = msp::core::record::decode_log(&bytes)
             .map_err(|e| format!("the log does not decode: {e:?}"))?;
-        Ok(d.records.len())
+        Ok(match d.records.first() {
+            Some((msp::core::record::Record::Snapshot(s), _)) => (
+                s.record_count as usize + d.records.len() - 1,
+                d.snapshot_bytes,
+            ),
+            _ => (d.records.len(), 0),
+        })
     };
     let commands = records.div_ceil(3);
     let t0 = Instant::now();
@@ -678,8 +690,10 @@ fn recover(records: usize) -> Res<Recover> {
     let write_s = t0.elapsed().as_secs_f64();
     drop(c);
     host.kill9()?;
-    let on_disk = count(&log)?;
+    let (on_disk, snapshot_bytes) = count(&log)?;
     let log_mb = std::fs::metadata(&log).map_err(|e| e.to_string())?.len() as f64 / 1e6;
+    let archive_mb =
+        std::fs::metadata(log.with_file_name("history.log")).map_or(0.0, |m| m.len() as f64 / 1e6);
     let host = Server::start(dir.path(), true)?;
     let mut c = Conn::open(&host.addr)?;
     let t1 = Instant::now();
@@ -696,6 +710,8 @@ fn recover(records: usize) -> Res<Recover> {
     Ok(Recover {
         records: on_disk,
         log_mb,
+        archive_mb,
+        snapshot_mb: snapshot_bytes as f64 / 1e6,
         write_s,
         resume_ms,
         rss_mb,
@@ -704,13 +720,20 @@ fn recover(records: usize) -> Res<Recover> {
 
 fn print_recover(r: &Recover) {
     println!(
-        "recover: {} records ({:.1} MB log, written in {:.1} s): session/resume after kill -9 took {:.0} ms; host RSS {:.0} MB ({:.1}x the log)",
+        "recover: {} records ({:.1} MB log, {:.1} MB archive, {:.1} MB snapshot; written in {:.1} s): session/resume after kill -9 took {:.0} ms; host RSS {:.0} MB ({:.1}x the log and archive, {})",
         r.records,
         r.log_mb,
+        r.archive_mb,
+        r.snapshot_mb,
         r.write_s,
         r.resume_ms,
         r.rss_mb,
-        r.rss_mb / r.log_mb.max(1e-9)
+        r.rss_mb / (r.log_mb + r.archive_mb).max(1e-9),
+        if r.snapshot_mb > 0.0 {
+            format!("{:.2}x the snapshot", r.rss_mb / r.snapshot_mb)
+        } else {
+            "no snapshot".into()
+        }
     );
 }
 

@@ -3,6 +3,15 @@
 //! effect providers, and a manual clock. Every IO completes at once and in
 //! order. The conformance runner and the core's unit tests drive hosts
 //! through it; the simulator (`msp-sim`) has its own fault-injecting world.
+//!
+//! Compaction ([`Output::Compact`]) runs its steps in order on the memory
+//! disk: the archive is written durable, the new log replaces the old one
+//! (the old one is kept aside until the directory "fsync"), then the sync
+//! completes. [`Harness::compact_crash`] kills the host after a chosen
+//! step, as a process crash or a power loss; a power loss after the rename
+//! brings the old log back when [`Harness::lose_renames`] is set (the
+//! directory was not synced). Opening a session makes a pending rename
+//! durable, as `io::storage` does by syncing the directory.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -11,8 +20,8 @@ use serde_json::Value;
 use crate::core::agent::AgentFactory;
 use crate::core::bugs::BugSet;
 use crate::core::{
-    ConnId, Durability, EffectMode, EffectOutcome, Host, HostConfig, OpenMode, OpenResult, Output,
-    ReadResult,
+    CompactStep, ConnId, Durability, EffectMode, EffectOutcome, HistoryResult, Host, HostConfig,
+    OpenMode, OpenResult, Output, ReadResult,
 };
 
 /// One session file on the memory disk.
@@ -44,6 +53,11 @@ pub struct MemDisk {
     pub keyed: BTreeMap<String, String>,
     /// Mutations at the unkeyed provider (action, key).
     pub unkeyed: Vec<(String, String)>,
+    /// Session archives (`history.log`) by session id.
+    pub archives: BTreeMap<String, MemFile>,
+    /// Logs replaced by a compaction whose rename is not durable yet (the
+    /// old file, which a power loss may bring back).
+    pub renamed_from: BTreeMap<String, MemFile>,
 }
 
 /// A host driven in process.
@@ -73,6 +87,13 @@ pub struct Harness {
     /// When set, opens wait in `held_opens` until [`Harness::release_opens`].
     pub hold_opens: bool,
     held_opens: VecDeque<Output>,
+    /// Kill the host right after this step of the next compaction: `true`
+    /// for a power loss, `false` for a process crash.
+    pub compact_crash: Option<(CompactStep, bool)>,
+    /// A power loss loses renames whose directory was not synced.
+    pub lose_renames: bool,
+    /// Compactions that completed.
+    pub compactions_count: u64,
 }
 
 impl Harness {
@@ -107,6 +128,9 @@ impl Harness {
             fail_next_sync: false,
             hold_opens: false,
             held_opens: VecDeque::new(),
+            compact_crash: None,
+            lose_renames: false,
+            compactions_count: 0,
         }
     }
 
@@ -217,6 +241,12 @@ impl Harness {
     /// Kills the host: unsynced bytes are lost, leases freed, connections
     /// dropped.
     pub fn crash(&mut self) {
+        if self.lose_renames {
+            let renamed = std::mem::take(&mut self.disk.renamed_from);
+            for (s, old) in renamed {
+                self.disk.files.insert(s, old);
+            }
+        }
         for f in self.disk.files.values_mut() {
             f.volatile.clear();
         }
@@ -234,6 +264,7 @@ impl Harness {
         self.host = Host::with_agent(cfg, self.now_ms, self.agent.clone(), self.bugs);
         if self.cfg.durability == Durability::Ephemeral {
             self.disk.files.clear();
+            self.disk.archives.clear();
         }
     }
 
@@ -247,7 +278,10 @@ impl Harness {
             .iter()
             .map(|(s, f)| (s.clone(), f.volatile.clone()))
             .collect();
+        // A process crash loses no rename: the kernel keeps it.
+        let lose_renames = std::mem::replace(&mut self.lose_renames, false);
         self.crash();
+        self.lose_renames = lose_renames;
         for (s, v) in volatile {
             if let Some(f) = self.disk.files.get_mut(&s) {
                 f.volatile = v;
@@ -305,6 +339,9 @@ impl Harness {
                     match (self.disk.files.get(&session), mode) {
                         (None, OpenMode::Existing) => OpenResult::NotFound,
                         (f, _) => {
+                            // The open syncs the directory: a compaction's
+                            // rename is durable from now on.
+                            self.disk.renamed_from.remove(&session);
                             let log = f.map(MemFile::contents).unwrap_or_default();
                             self.disk.files.entry(session.clone()).or_default();
                             self.disk.leases.insert(session, self.incarnation);
@@ -314,16 +351,57 @@ impl Harness {
                 };
                 self.host.handle_opened(token, result, now);
             }
-            Output::Read { session, token } => {
+            Output::Read {
+                session,
+                token,
+                history,
+            } => {
                 let result = match self.disk.files.get(&session) {
                     None => ReadResult::NotFound,
                     Some(f) => ReadResult::Found {
                         log: f.contents(),
+                        history: match self.disk.archives.get(&session) {
+                            Some(a) if history => a.contents(),
+                            _ => Vec::new(),
+                        },
                         held_elsewhere: self.foreign_leases.contains(&session),
                     },
                 };
                 self.host.handle_read(token, result, now);
             }
+            Output::ReadHistory {
+                session,
+                token,
+                from_bytes,
+                to_bytes,
+            } => {
+                let archive = self
+                    .disk
+                    .archives
+                    .get(&session)
+                    .map(MemFile::contents)
+                    .unwrap_or_default();
+                let result = match archive.get(from_bytes as usize..to_bytes as usize) {
+                    Some(b) => HistoryResult::Found(b.to_vec()),
+                    None => HistoryResult::Failed(format!(
+                        "the archive of {session} has {} bytes, {to_bytes} asked",
+                        archive.len()
+                    )),
+                };
+                self.host.handle_history(token, result, now);
+            }
+            Output::Compact {
+                session,
+                snapshot,
+                log_from_bytes,
+                log_len_bytes,
+                archive_len_bytes,
+            } => self.compact(
+                &session,
+                snapshot,
+                log_from_bytes..log_len_bytes,
+                archive_len_bytes,
+            ),
             Output::Truncate { session, len_bytes } => {
                 let f = self.disk.files.entry(session).or_default();
                 let mut all = f.contents();
@@ -386,6 +464,93 @@ impl Harness {
                 self.host.handle_effect_done(token, outcome, now);
             }
             Output::CrashPoint(_) => {}
+        }
+    }
+}
+
+impl Harness {
+    /// Carries out a compaction step by step (see the module docs).
+    fn compact(
+        &mut self,
+        session: &str,
+        snapshot: Vec<u8>,
+        log_range: std::ops::Range<u64>,
+        archive_len_bytes: u64,
+    ) {
+        let now = self.now_ms;
+        let log = self
+            .disk
+            .files
+            .get(session)
+            .map(MemFile::contents)
+            .unwrap_or_default();
+        let mut archive = self
+            .disk
+            .archives
+            .get(session)
+            .map(MemFile::contents)
+            .unwrap_or_default();
+        let range = log_range.start as usize..log_range.end as usize;
+        let (Some(bytes), true) = (log.get(range), archive.len() as u64 >= archive_len_bytes)
+        else {
+            self.host
+                .handle_storage_failed(session, "compaction: bad ranges", now);
+            return;
+        };
+        archive.truncate(archive_len_bytes as usize);
+        archive.extend_from_slice(bytes);
+        self.disk.archives.insert(
+            session.to_string(),
+            MemFile {
+                durable: archive,
+                volatile: Vec::new(),
+            },
+        );
+        if self.crash_after(CompactStep::Archived) {
+            return;
+        }
+        // The new log is written and synced under its temporary name:
+        // nobody sees it yet.
+        if self.crash_after(CompactStep::Written) {
+            return;
+        }
+        let len = snapshot.len() as u64;
+        let old = self.disk.files.insert(
+            session.to_string(),
+            MemFile {
+                durable: snapshot,
+                volatile: Vec::new(),
+            },
+        );
+        self.disk
+            .renamed_from
+            .insert(session.to_string(), old.unwrap_or_default());
+        if self.crash_after(CompactStep::Renamed) {
+            return;
+        }
+        self.disk.renamed_from.remove(session);
+        self.compactions_count += 1;
+        self.sync_count += 1;
+        if self.hold_syncs {
+            self.held_syncs.push_back((session.to_string(), len));
+        } else {
+            self.host.handle_synced(session, len, now);
+        }
+    }
+
+    /// Kills the host after `step` if a test asked for it; true if it did.
+    fn crash_after(&mut self, step: CompactStep) -> bool {
+        match self.compact_crash {
+            Some((s, power)) if s == step => {
+                self.compact_crash = None;
+                if power {
+                    self.crash();
+                } else {
+                    self.crash_process();
+                }
+                true
+            }
+            _ => false,
         }
     }
 }

@@ -63,6 +63,8 @@ pub fn check_mixes() -> [(&'static str, FaultMix); 2] {
         crash_point_permille: 100,
         power_permille: 0,
         effect_lost_permille: 100,
+        rot_permille: 0,
+        compact_records: 0,
     };
     [
         ("process crashes", on.clone()),

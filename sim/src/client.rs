@@ -48,8 +48,13 @@ pub enum Purpose {
     Resume,
     /// A workload command.
     Normal,
-    /// A deliberate reuse of a settled command's id with another payload.
+    /// A deliberate reuse of an answered command's id with another payload
+    /// (exactly one defined param changed): must be refused.
     Conflict,
+    /// An answered command sent again under its id, spelled differently
+    /// (an unknown member, a default made explicit) or unchanged after the
+    /// state moved on: the same payload, so a replay.
+    Resend,
 }
 
 /// One logical command.
@@ -100,6 +105,9 @@ pub struct Ctx {
     pub scenario: Scenario,
     /// Sessions other clients hold (for the observer).
     pub sessions: Vec<String>,
+    /// The hosts' idle-unload delay (0: never), so a client can let its
+    /// session be unloaded on purpose.
+    pub idle_unload_ms: u64,
 }
 
 /// An SDK-like client.
@@ -139,6 +147,10 @@ pub struct Client {
     idle_until_ms: u64,
     /// When this client last asked `approval/listPending` (healing phase).
     last_list_ms: u64,
+    /// Queued submits sent together to fill the queue (`queue_full`).
+    flood: Vec<usize>,
+    /// After the next reload, send an answered carrier-less row again.
+    resend_after_reload: bool,
 }
 
 fn ms_of(v: &Value) -> i64 {
@@ -177,6 +189,8 @@ impl Client {
             counter: 0,
             idle_until_ms: 0,
             last_list_ms: 0,
+            flood: Vec::new(),
+            resend_after_reload: false,
         }
     }
 
@@ -392,8 +406,12 @@ impl Client {
                 Some(i) if !self.cmds[i].done && !self.cmds[i].lost => i,
                 _ => {
                     let mut p = json!({"sessionId": self.session.clone().expect("session")});
+                    // Mostly from the last cursor; sometimes from a
+                    // snapshot (the other shape of a resume).
                     if let Some(c) = &self.last_cursor {
-                        p["cursor"] = json!(c);
+                        if !w.chance(Decision::Client, 100) {
+                            p["cursor"] = json!(c);
+                        }
                     }
                     let i = self.new_cmd(w, "session/resume", p, Purpose::Resume);
                     self.resume = Some(i);
@@ -404,6 +422,18 @@ impl Client {
             return;
         }
         // 3. The commands in flight (a burst rides along the active one).
+        if self.resend_after_reload && !ctx.healing {
+            self.resend_after_reload = false;
+            if self.resend(w, out, true) {
+                return;
+            }
+        }
+        let flood = std::mem::take(&mut self.flood);
+        for f in flood {
+            if self.drive(w, f, out) {
+                self.flood.push(f);
+            }
+        }
         for b in std::mem::take(&mut self.burst) {
             if self.drive(w, b, out) {
                 self.burst.push(b);
@@ -480,9 +510,12 @@ impl Client {
 
     fn pick(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
         let sid = self.session.clone().expect("session");
-        let weights: [u64; 9] = match ctx.scenario {
-            Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6],
-            _ => [30, 5, 5, 6, 5, 15, 8, 4, 8],
+        // turn, steer, unqueue, interrupt/cancel, task stop, approval,
+        // state/update, conflicting reuse, idle, resend, queue flood,
+        // start of an existing session, pause until unloaded.
+        let weights: [u64; 13] = match ctx.scenario {
+            Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1],
+            _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2],
         };
         let total: u64 = weights.iter().sum();
         let mut r = w.decide(Decision::Client, total);
@@ -506,7 +539,12 @@ impl Client {
         };
         let (method, params) = match choice {
             1 => {
-                let t = self.running.clone().or_else(|| any_turn(self, w));
+                // The running turn, or (to reach `not_running`) a queued
+                // one, or any turn this client saw.
+                let queued = self.some_queued(w);
+                let t = queued
+                    .or_else(|| self.running.clone())
+                    .or_else(|| any_turn(self, w));
                 let text = self.text(w, ctx);
                 match t {
                     Some(t) => (
@@ -538,7 +576,11 @@ impl Client {
                 };
                 let mut p = json!({"sessionId": sid});
                 if w.chance(Decision::Client, 600) {
-                    if let Some(t) = self.running.clone().or_else(|| any_turn(self, w)) {
+                    let queued = self.some_queued(w);
+                    if let Some(t) = queued
+                        .or_else(|| self.running.clone())
+                        .or_else(|| any_turn(self, w))
+                    {
                         p["turnId"] = json!(t);
                     }
                 }
@@ -546,6 +588,11 @@ impl Client {
             }
             4 => match self.tasks.iter().next().cloned() {
                 Some(t) if w.chance(Decision::Client, 700) => {
+                    ("task/stop", json!({"sessionId": sid, "taskId": t}))
+                }
+                // A task that never existed (`missing_task`).
+                _ if w.chance(Decision::Client, 300) => {
+                    let t = self.mint(w);
                     ("task/stop", json!({"sessionId": sid, "taskId": t}))
                 }
                 _ => ("task/stopAll", json!({"sessionId": sid})),
@@ -577,6 +624,17 @@ impl Client {
                 self.idle_until_ms = w.now_ms + w.range(Decision::Client, 200, 3000);
                 return;
             }
+            9 => {
+                if !self.resend(w, out, false) {
+                    self.pick_turn(w, ctx, out, &sid);
+                }
+                return;
+            }
+            10 => return self.flood_queue(w, out, &sid),
+            // `session/start` of the session this client already has, under
+            // a new id: `session_id_conflict`.
+            11 => ("session/start", json!({"sessionId": sid})),
+            12 => return self.pause(w, ctx, out, &sid),
             _ => return self.pick_turn(w, ctx, out, &sid),
         };
         let i = self.new_cmd(w, method, params, Purpose::Normal);
@@ -602,6 +660,112 @@ impl Client {
             self.burst.push(b);
             self.drive(w, b, out);
         }
+    }
+
+    /// Sometimes one of the queued turns (a target that is `not_running`).
+    fn some_queued(&mut self, w: &mut World) -> Option<String> {
+        if self.queued.is_empty() || !w.chance(Decision::Client, 300) {
+            return None;
+        }
+        Some(self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize].clone())
+    }
+
+    /// A long turn, then 17 queued submits in one burst: the queue fills
+    /// (16) and the last one is refused `queue_full`.
+    fn flood_queue(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {
+        if !self.flood.is_empty() {
+            return;
+        }
+        self.counter += 1;
+        let p = json!({"sessionId": sid, "input": [{"type": "text", "text": format!("!sleep 2500 flood {}", self.counter)}]});
+        let i = self.new_cmd(w, "turn/start", p, Purpose::Normal);
+        self.active = Some(i);
+        self.drive(w, i, out);
+        for k in 0..=msp::core::QUEUE_MAX as u64 {
+            let p = json!({"sessionId": sid, "ifBusy": "queue", "input": [{"type": "text", "text": format!("q{k}")}]});
+            let f = self.new_cmd(w, "turn/start", p, Purpose::Normal);
+            self.flood.push(f);
+            self.drive(w, f, out);
+        }
+    }
+
+    /// Leaves the session alone until its host unloads it (idle), so that
+    /// the next command reloads it; then sends a carrier-less row again
+    /// (its dedupe is the host's lifetime, across unload and reload).
+    fn pause(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>, sid: &str) {
+        // On an ephemeral host nothing but the events it sends shows what
+        // happened: a client that stops listening would blind the judge.
+        if !ctx.scenario.durable()
+            || ctx.idle_unload_ms == 0
+            || ctx.idle_unload_ms > 10_000
+            || self.busy()
+        {
+            return;
+        }
+        let (_, line) = self.frame("view/unsubscribe", json!({"sessionId": sid}));
+        self.inflight.insert(self.next_rpc - 1, usize::MAX);
+        out.push(Action::Send(line));
+        self.idle_until_ms = w.now_ms + ctx.idle_unload_ms + w.range(Decision::Client, 200, 1_500);
+        self.resend_after_reload = true;
+    }
+
+    /// Whether this client has work in its session (a turn running or
+    /// queued, a task, an approval).
+    fn busy(&self) -> bool {
+        self.running.is_some()
+            || !self.queued.is_empty()
+            || !self.tasks.is_empty()
+            || !self.approvals.is_empty()
+    }
+
+    /// Sends an answered command of this session again under its id, the
+    /// same payload spelled differently (an unknown member, a default made
+    /// explicit): the host must answer the recorded outcome, or for a
+    /// carrier-less row resolve it as its host's lifetime says.
+    /// `carrierless`: pick a carrier-less row. False when none qualifies.
+    fn resend(&mut self, w: &mut World, out: &mut Vec<Action>, carrierless: bool) -> bool {
+        let sid = self.session.clone().unwrap_or_default();
+        let candidates: Vec<usize> = self
+            .cmds
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                matches!(
+                    c.purpose,
+                    Purpose::Normal | Purpose::Start | Purpose::Resume
+                ) && c.answer.as_ref().is_some_and(|a| {
+                    a.get("result").is_some() || a["error"]["code"] == json!(-32030)
+                }) && c.params["sessionId"].as_str().is_none_or(|s| s == sid)
+                    && (!carrierless
+                        || matches!(
+                            c.method.as_str(),
+                            "turn/interrupt" | "turn/cancel" | "task/stop" | "task/stopAll"
+                        ))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if candidates.is_empty() {
+            return false;
+        }
+        let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
+        let (cid, method, mut params) = {
+            let c = &self.cmds[orig];
+            (c.cid.clone(), c.method.clone(), c.params.clone())
+        };
+        match w.decide(Decision::Client, 3) {
+            0 => params["x-unknown-member"] = json!(self.counter),
+            1 if method == "turn/start" && params.get("ifBusy").is_none() => {
+                params["ifBusy"] = json!("queue")
+            }
+            1 if params.get("turnId").is_none() && method.starts_with("turn/") => {
+                params["turnId"] = Value::Null
+            }
+            _ => {}
+        }
+        let i = self.push_cmd(w, cid, &method, params, Purpose::Resend);
+        self.active = Some(i);
+        self.drive(w, i, out);
+        true
     }
 
     fn pick_turn(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>, sid: &str) {
@@ -639,16 +803,19 @@ impl Client {
         self.drive(w, i, out);
     }
 
-    /// Reuses a settled durable command's id with another payload.
+    /// Reuses an answered command's id (any method) with another payload:
+    /// exactly one defined param changed (PROTOCOL.md 4.1's table), or for
+    /// `task/stopAll`, whose one param names the session, another method.
     fn conflict_probe(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {
         let candidates: Vec<usize> = self
             .cmds
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                c.purpose == Purpose::Normal
-                    && matches!(c.method.as_str(), "turn/start" | "state/update")
-                    && c.params["sessionId"].as_str() == Some(sid)
+                matches!(
+                    c.purpose,
+                    Purpose::Normal | Purpose::Start | Purpose::Resume
+                ) && c.params["sessionId"].as_str().is_none_or(|s| s == sid)
                     && c.answer.as_ref().is_some_and(|a| {
                         a.get("result").is_some()
                             || (a["error"]["code"] == json!(-32030)
@@ -662,9 +829,58 @@ impl Client {
         }
         let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
         self.counter += 1;
-        let cid = self.cmds[orig].cid.clone();
-        let params = json!({"sessionId": sid, "commandId": cid, "input": [{"type": "text", "text": format!("conflict-probe {}", self.counter)}]});
-        let i = self.push_cmd(w, cid, "turn/start", params, Purpose::Conflict);
+        let n = self.counter;
+        let (cid, mut method, mut p) = {
+            let c = &self.cmds[orig];
+            (c.cid.clone(), c.method.clone(), c.params.clone())
+        };
+        let other = self.mint(w);
+        let text = json!([{"type": "text", "text": format!("conflict-probe {n}")}]);
+        let flip = w.chance(Decision::Client, 500);
+        match method.as_str() {
+            "session/start" => p["workspaceRoot"] = json!(format!("/w/{n}")),
+            "session/resume" => {
+                p["cursor"] = if p["cursor"].is_string() {
+                    Value::Null
+                } else {
+                    json!(format!("v:{sid}:0"))
+                }
+            }
+            "turn/start" if flip => {
+                p["ifBusy"] = json!(if p["ifBusy"] == "replace" {
+                    "steer"
+                } else {
+                    "replace"
+                })
+            }
+            "turn/start" => p["input"] = text,
+            "turn/steer" if flip => p["expectedTurnId"] = json!(other),
+            "turn/steer" => p["input"] = text,
+            "turn/unqueue" => p["turnId"] = json!(other),
+            "turn/interrupt" | "turn/cancel" => {
+                p["turnId"] = if p["turnId"].is_string() {
+                    Value::Null
+                } else {
+                    json!(other)
+                }
+            }
+            "task/stop" => p["taskId"] = json!(other),
+            "task/stopAll" => method = "turn/interrupt".to_string(),
+            "approval/decide" if flip => {
+                p["choiceId"] = json!(if p["choiceId"] == "approve" {
+                    "deny"
+                } else {
+                    "approve"
+                })
+            }
+            "approval/decide" => p["requirementId"]["sourceIndex"] = json!(1),
+            "state/update" if flip => {
+                p["expectedRevision"] = json!(p["expectedRevision"].as_u64().unwrap_or(0) + 1)
+            }
+            "state/update" => p["set"] = json!({"probe": n}),
+            _ => return,
+        }
+        let i = self.push_cmd(w, cid, &method, p, Purpose::Conflict);
         self.active = Some(i);
         self.drive(w, i, out);
     }
@@ -760,7 +976,10 @@ impl Client {
                         self.revision = ms_of(&st["revision"]);
                     }
                 }
-                _ => {
+                // A probe's answer is the ledger's business (the model
+                // judges it), not new state for this client.
+                Purpose::Conflict | Purpose::Resend => {}
+                Purpose::Normal => {
                     if r["disposition"] == json!("queued") {
                         if let Some(t) = r["turnId"].as_str() {
                             self.queued.push(t.to_string());
@@ -821,6 +1040,12 @@ impl Client {
                 // Our cursor is unknown: resume from a snapshot.
                 self.finish(i, v);
                 self.last_cursor = None;
+            }
+            -32603 if e["data"]["reason"] == json!("logCorrupt") => {
+                // The session's log is damaged: nothing more can be done
+                // with it; start another.
+                self.finish(i, v);
+                self.lose_session(w, out, "session log corrupt");
             }
             _ if retryable => self.cmds[i].retry_at_ms = Some(backoff),
             _ => {

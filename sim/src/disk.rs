@@ -15,6 +15,13 @@
 //! - opening a log does not fsync it; a new log's directory entry is made
 //!   durable when it is created (the io layer fsyncs the directory then);
 //!   a truncation is followed by an fsync (as in `io::storage`);
+//! - compaction (only when the run turns it on): the archive is appended
+//!   and synced in one step; the new log is written and synced under
+//!   another name (invisible); the rename replaces the log at once but is
+//!   not durable until the directory is synced: a power loss before that
+//!   may bring the old log back (then its own unsynced bytes are lost as
+//!   usual). Taking a session's lease syncs its directory (as
+//!   `io::storage` does), making a pending rename durable;
 //! - leases are advisory locks by host process: granted when free, freed
 //!   on release and when the holding process dies. The disk does not stop
 //!   a host that writes without the lease (flock is advisory), so a core
@@ -53,6 +60,11 @@ pub struct Disk {
     pub unkeyed: Vec<(String, String)>,
     /// Appends fail until this time (disk full).
     pub full_until_ms: u64,
+    /// Session archives (`history.log`), always synced.
+    pub archives: BTreeMap<String, File>,
+    /// Logs a compaction renamed over, while the rename is not durable:
+    /// the old file a power loss may bring back.
+    pub renamed_from: BTreeMap<String, File>,
 }
 
 impl Disk {

@@ -25,7 +25,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 14] = [
+pub const FAULT_NAMES: [&str; 15] = [
     "drop",
     "dup",
     "delay",
@@ -40,6 +40,7 @@ pub const FAULT_NAMES: [&str; 14] = [
     "power-loss",
     "restart",
     "effect-lost",
+    "rot",
 ];
 
 /// The least chance (permille) of a crash at a rarely reached crash
@@ -78,6 +79,13 @@ pub struct FaultMix {
     pub power_permille: u64,
     /// An effect response is lost.
     pub effect_lost_permille: u64,
+    /// After a sync, a synced byte of a record that others follow rots
+    /// (at most once per run; the `bitrot` scenario only).
+    pub rot_permille: u64,
+    /// Sessions compact their log after this many records (0: never); see
+    /// `run.rs`: compaction steps are crash points, and the judge then reads
+    /// the trace with compaction translated away.
+    pub compact_records: u64,
 }
 
 impl FaultMix {
@@ -105,7 +113,10 @@ impl FaultMix {
             crash_point_permille: pick(600, &[50, 150, 400]),
             power_permille: pick(600, &[200, 500, 1000]),
             effect_lost_permille: pick(400, &[100, 300]),
+            rot_permille: 0,
+            compact_records: 0,
         };
+        m.compact_records = pick(300, &[8, 24, 64]);
         m.delay_max_ms = if m.delay_permille > 0 {
             [20, 200, 1500][world.decide(Decision::FaultMix, 3) as usize]
         } else {
@@ -130,7 +141,17 @@ impl FaultMix {
                 m.reconnect_permille = m.reconnect_permille.max(60);
                 m.crash_point_permille = 0;
             }
+            Scenario::BitRot => {
+                // Reloads are what meet the damage: crash often.
+                m.crash_step_permille = m.crash_step_permille.max(3);
+                m.crash_point_permille = m.crash_point_permille.max(150);
+                m.rot_permille = 30;
+                // Rot of a compacted log is judged on the logical trace,
+                // which does not carry the rot: not yet modelled.
+                m.compact_records = 0;
+            }
             Scenario::Ephemeral => {
+                m.compact_records = 0;
                 m.tear_permille = 0;
                 m.fsync_fail_permille = 0;
                 m.disk_full_permille = 0;
@@ -171,6 +192,7 @@ impl FaultMix {
             ("crash-point", self.crash_point_permille),
             ("power", self.power_permille),
             ("effect-lost", self.effect_lost_permille),
+            ("rot", self.rot_permille),
         ];
         let on: Vec<String> = parts
             .iter()
@@ -183,6 +205,9 @@ impl FaultMix {
             let mut s = on.join(" ");
             if self.delay_max_ms > 0 {
                 s.push_str(&format!(" (delay<={}ms)", self.delay_max_ms));
+            }
+            if self.compact_records > 0 {
+                s.push_str(&format!(" compact@{}", self.compact_records));
             }
             s
         }

@@ -45,17 +45,21 @@ impl HostProc {
     }
 
     /// Starts a new incarnation.
+    /// `compact_records`: [`HostConfig::compact_records`] (0, the default
+    /// of a run, never compacts: the reference model does not read
+    /// snapshots yet).
     pub fn start(
         &mut self,
         durability: Durability,
         seed: u64,
-        idle_unload_ms: u64,
+        (idle_unload_ms, compact_records): (u64, u64),
         now_ms: u64,
         bugs: BugSet,
     ) {
         debug_assert!(self.host.is_none(), "start only a dead process");
         let mut cfg = HostConfig::new(DATA_DIR, durability, seed);
         cfg.idle_unload_ms = idle_unload_ms;
+        cfg.compact_records = compact_records;
         self.inc += 1;
         self.host = Some(Host::with_agent(
             cfg,

@@ -8,11 +8,23 @@
 //! safety phase with faults on, then a liveness phase with every fault
 //! healed and every dead host restarted, in which every client must
 //! converge.
+//!
+//! Compaction is on in 30% of seeds (the fault mix draws a record
+//! threshold; [`COMPACT_ENV`] overrides it). The reference model does not
+//! read snapshot records yet, so such runs are judged on
+//! [`Trace::logical`]: the history a host that never compacts would have
+//! left. With it on, each compaction step may crash the host
+//! (named `compact-archived`, `compact-written`, `compact-renamed`, drawn
+//! like the named crash points), and a power loss between the rename and
+//! the directory sync may lose the rename.
 
 use std::collections::BTreeMap;
 
 use msp::core::bugs::{Bug, BugSet};
-use msp::core::{Durability, EffectMode, EffectOutcome, OpenMode, OpenResult, Output, ReadResult};
+use msp::core::{
+    CompactStep, Durability, EffectMode, EffectOutcome, HistoryResult, OpenMode, OpenResult,
+    Output, ReadResult,
+};
 
 use crate::choice::{Choice, Source};
 use crate::client::{Action, Client, Ctx, Role};
@@ -34,6 +46,23 @@ pub const SAFETY_MAX_MS: u64 = 60_000;
 pub const LIVENESS_MS: u64 = 90_000;
 /// A run that processes more events than this is stuck.
 pub const EVENTS_MAX: u64 = 3_000_000;
+/// `MSP_SIM_COMPACT_RECORDS=N`: every host compacts a session's log after
+/// N records (`HostConfig::compact_records`); unset or 0: as the seed's
+/// fault mix draws (off in 70% of seeds).
+pub const COMPACT_ENV: &str = "MSP_SIM_COMPACT_RECORDS";
+
+/// `MSP_SIM_JUDGE=raw`: with compaction on, judge the compacted trace as it
+/// is instead of [`Trace::logical`] (the model does not read snapshot
+/// records yet, so this reports false alarms: a diagnostic).
+pub const JUDGE_ENV: &str = "MSP_SIM_JUDGE";
+
+/// The compaction threshold [`COMPACT_ENV`] asks for (0: off).
+pub fn compact_records_from_env() -> u64 {
+    std::env::var(COMPACT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +96,9 @@ pub struct RunResult {
     pub crash_point_crashes: BTreeMap<&'static str, u64>,
     /// Property violations, first first.
     pub violations: Vec<Violation>,
+    /// How often each rule of PROTOCOL.md was exercised (the model's
+    /// count, [`crate::model::report::RULES`]).
+    pub rules: BTreeMap<&'static str, u64>,
     /// The clients as the run left them: their record of every logical
     /// command they issued (what the liveness oracle reads besides the
     /// trace). Public so tests can re-run the oracles over a doctored copy
@@ -86,6 +118,7 @@ struct Sim {
     durability: Durability,
     bugs: BugSet,
     idle_unload_ms: u64,
+    compact_records: u64,
     disk: Disk,
     hosts: Vec<HostProc>,
     links: BTreeMap<u64, Link>,
@@ -94,6 +127,7 @@ struct Sim {
     trace: Trace,
     healing: bool,
     heal_scheduled: bool,
+    rotted: bool,
     events_count: u64,
     faults: BTreeMap<&'static str, u64>,
     cp_hits: BTreeMap<&'static str, u64>,
@@ -119,6 +153,10 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         Some(m) => m.clone(),
         None => FaultMix::draw(&mut w, cfg.scenario),
     };
+    let compact_records = match compact_records_from_env() {
+        0 => mix.compact_records,
+        n => n,
+    };
     let idle_unload_ms = match cfg.scenario {
         Scenario::LeaseHandover => 1_500,
         _ => [0, 4_000, 600_000][w.decide(Decision::FaultMix, 3) as usize],
@@ -135,6 +173,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         durability,
         bugs: cfg.bug.map(BugSet::one).unwrap_or_default(),
         idle_unload_ms,
+        compact_records,
         disk: Disk::default(),
         hosts: (0..cfg.scenario.hosts_count())
             .map(|_| HostProc::new())
@@ -145,6 +184,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         trace: Trace::new(),
         healing: false,
         heal_scheduled: false,
+        rotted: false,
         events_count: 0,
         faults: BTreeMap::new(),
         cp_hits: BTreeMap::new(),
@@ -153,10 +193,16 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         host_seeds: vec![0; cfg.scenario.hosts_count()],
     };
     let probe = s.go(probe);
-    let violations = if probe.is_some_and(|p| p.pruned) {
-        Vec::new()
+    // With compaction on, the model judges the trace as a host that never
+    // compacts would have left it (`Trace::logical`); `MSP_SIM_JUDGE=raw`
+    // shows what it makes of the compacted trace itself.
+    let logical = s.compact_records > 0 && !std::env::var(JUDGE_ENV).is_ok_and(|v| v == "raw");
+    let (violations, rules) = if probe.is_some_and(|p| p.pruned) {
+        (Vec::new(), BTreeMap::new())
+    } else if logical {
+        oracle::judge(&s.trace.logical(), &s.clients, cfg.scenario, &s.disk)
     } else {
-        oracle::check_all(&s.trace, &s.clients, cfg.scenario, &s.disk)
+        oracle::judge(&s.trace, &s.clients, cfg.scenario, &s.disk)
     };
     let mix = s.mix.describe();
     RunResult {
@@ -168,6 +214,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         crash_point_hits: s.cp_hits,
         crash_point_crashes: s.cp_crashes,
         violations,
+        rules,
         trace: s.trace,
         clients: s.clients,
         choices: s.w.take_choices(),
@@ -366,7 +413,13 @@ impl Sim {
         let seed = self.w.bits128(Decision::Ids) as u64;
         self.host_seeds[h] = seed;
         let now = self.w.now_ms;
-        self.hosts[h].start(self.durability, seed, self.idle_unload_ms, now, self.bugs);
+        self.hosts[h].start(
+            self.durability,
+            seed,
+            (self.idle_unload_ms, self.compact_records),
+            now,
+            self.bugs,
+        );
         let inc = self.hosts[h].inc;
         if inc > 1 {
             self.count("restart");
@@ -393,6 +446,7 @@ impl Sim {
                 .filter(|c| c.role == Role::Driver)
                 .filter_map(|c| c.session.clone())
                 .collect(),
+            idle_unload_ms: self.idle_unload_ms,
         }
     }
 
@@ -825,6 +879,15 @@ impl Sim {
         if self.durability != Durability::Durable {
             return;
         }
+        // Renames whose directory was not synced may be lost.
+        let renamed: Vec<String> = self.disk.renamed_from.keys().cloned().collect();
+        for session in renamed {
+            let old = self.disk.renamed_from.remove(&session).expect("listed");
+            if self.w.chance(Decision::Disk, 500) {
+                self.disk.files.insert(session.clone(), old);
+                self.note(Actor::Disk, What::CompactLost { session });
+            }
+        }
         let sessions: Vec<String> = self.disk.files.keys().cloned().collect();
         let tear = self.mix.tear_permille;
         let w = &mut self.w;
@@ -887,11 +950,19 @@ impl Sim {
                     host.handle_opened(token, result, now);
                 }
             }
-            Output::Read { session, token } => {
+            Output::Read {
+                session,
+                token,
+                history,
+            } => {
                 let result = match self.disk.files.get(&session) {
                     None => ReadResult::NotFound,
                     Some(f) => ReadResult::Found {
                         log: f.bytes.clone(),
+                        history: match self.disk.archives.get(&session) {
+                            Some(a) if history => a.bytes.clone(),
+                            _ => Vec::new(),
+                        },
                         held_elsewhere: self.disk.leases.get(&session).is_some_and(|o| *o != h),
                     },
                 };
@@ -899,6 +970,37 @@ impl Sim {
                     host.handle_read(token, result, now);
                 }
             }
+            Output::ReadHistory {
+                session,
+                token,
+                from_bytes,
+                to_bytes,
+            } => {
+                let archive = self.disk.archives.get(&session).map(|a| &a.bytes[..]);
+                let result =
+                    match archive.and_then(|a| a.get(from_bytes as usize..to_bytes as usize)) {
+                        Some(b) => HistoryResult::Found(b.to_vec()),
+                        None => HistoryResult::Failed(format!(
+                            "the archive of {session} has no bytes {from_bytes}..{to_bytes}"
+                        )),
+                    };
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_history(token, result, now);
+                }
+            }
+            Output::Compact {
+                session,
+                snapshot,
+                log_from_bytes,
+                log_len_bytes,
+                archive_len_bytes,
+            } => self.compact(
+                h,
+                session,
+                snapshot,
+                (log_from_bytes, log_len_bytes),
+                archive_len_bytes,
+            ),
             Output::Truncate { session, len_bytes } => {
                 self.note(
                     Actor::Host(h),
@@ -1049,6 +1151,125 @@ impl Sim {
         }
     }
 
+    /// Carries out a compaction step by step; each step may crash the host
+    /// (see the module docs). The completion comes back as a sync of the
+    /// new log.
+    fn compact(
+        &mut self,
+        h: usize,
+        session: String,
+        snapshot: Vec<u8>,
+        (from, to): (u64, u64),
+        archive_len: u64,
+    ) {
+        let now = self.w.now_ms;
+        let inc = self.hosts[h].inc;
+        let log = self
+            .disk
+            .files
+            .get(&session)
+            .map(|f| f.bytes.clone())
+            .unwrap_or_default();
+        let archive_ok = self
+            .disk
+            .archives
+            .get(&session)
+            .map_or(0, |a| a.bytes.len() as u64)
+            >= archive_len;
+        let bytes = log.get(from as usize..to as usize).map(<[u8]>::to_vec);
+        let (Some(bytes), true, false) = (bytes, archive_ok, now < self.disk.full_until_ms) else {
+            self.count("disk-full");
+            self.note(
+                Actor::Host(h),
+                What::AppendFailed {
+                    inc,
+                    session: session.clone(),
+                },
+            );
+            if let Some(host) = self.hosts[h].host.as_mut() {
+                host.handle_storage_failed(&session, "compaction failed", now);
+            }
+            return;
+        };
+        let a = self.disk.archives.entry(session.clone()).or_default();
+        a.bytes.truncate(archive_len as usize);
+        a.bytes.extend_from_slice(&bytes);
+        a.durable_len = a.bytes.len();
+        a.last_write_at = a.bytes.len();
+        self.note(
+            Actor::Host(h),
+            What::ArchiveAppend {
+                inc,
+                session: session.clone(),
+                at_bytes: archive_len,
+                bytes,
+            },
+        );
+        if self.compact_crash_point(h, CompactStep::Archived)
+            || self.compact_crash_point(h, CompactStep::Written)
+        {
+            return;
+        }
+        let len = snapshot.len();
+        let old = self.disk.files.remove(&session).unwrap_or_default();
+        let bytes_before = old.bytes.len() as u64;
+        self.disk.files.insert(
+            session.clone(),
+            crate::disk::File {
+                bytes: snapshot.clone(),
+                durable_len: len,
+                last_write_at: len,
+                epoch: old.epoch,
+            },
+        );
+        let epoch = old.epoch;
+        self.disk.renamed_from.insert(session.clone(), old);
+        self.note(
+            Actor::Host(h),
+            What::Compact {
+                inc,
+                session: session.clone(),
+                bytes_before,
+                new_bytes: snapshot,
+            },
+        );
+        if self.compact_crash_point(h, CompactStep::Renamed) {
+            return;
+        }
+        self.disk.renamed_from.remove(&session);
+        let at = now + self.w.range(Decision::Disk, 2, 15);
+        self.w.schedule(
+            at,
+            Event::SyncDone {
+                host: h,
+                incarnation: inc,
+                session,
+                upto_bytes: len as u64,
+                epoch,
+            },
+        );
+    }
+
+    /// A compaction step as a crash point: counted, traced, maybe crashed
+    /// at (true: the host died).
+    fn compact_crash_point(&mut self, h: usize, step: CompactStep) -> bool {
+        let name = step.name();
+        let inc = self.hosts[h].inc;
+        *self.cp_hits.entry(name).or_insert(0) += 1;
+        self.note(Actor::Host(h), What::CrashPointHit { inc, point: name });
+        if !self.healing
+            && self
+                .w
+                .chance(Decision::Crash, self.mix.crash_point_permille)
+        {
+            *self.cp_crashes.entry(name).or_insert(0) += 1;
+            self.count("crash-point");
+            self.crash(h, Some(name));
+            return true;
+        }
+        false
+    }
+
     fn open(&mut self, h: usize, session: &str, mode: OpenMode) -> OpenResult {
         let inc = self.hosts[h].inc;
         let exists = self.disk.files.contains_key(session);
@@ -1074,6 +1295,9 @@ impl Sim {
             }
         }
         self.disk.leases.insert(session.to_string(), h);
+        // Taking the lease syncs the session directory: a compaction's
+        // rename is durable from now on.
+        self.disk.renamed_from.remove(session);
         self.note(
             Actor::Host(h),
             What::LeaseGrant {
@@ -1139,5 +1363,44 @@ impl Sim {
             host.handle_synced(&session, upto, now);
         }
         self.drain(h);
+        self.maybe_rot(&session);
+    }
+
+    /// The `bitrot` scenario: once per run, a byte inside a synced record
+    /// that other records follow flips (the storage damaged acknowledged
+    /// data; only the CRC can tell).
+    fn maybe_rot(&mut self, session: &str) {
+        if self.rotted || self.healing || !self.w.chance(Decision::Disk, self.mix.rot_permille) {
+            return;
+        }
+        let Some(f) = self.disk.files.get_mut(session) else {
+            return;
+        };
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while let crate::model::logfile::Check::Valid { end, .. } =
+            crate::model::logfile::check(&f.bytes[..f.durable_len], at)
+        {
+            frames.push((at, end));
+            at = end;
+        }
+        if frames.len() < 2 {
+            return;
+        }
+        let k = self.w.decide(Decision::Disk, frames.len() as u64 - 1) as usize;
+        let (start, end) = frames[k];
+        let offset = self
+            .w
+            .range(Decision::Disk, start as u64 + 16, end as u64 - 1);
+        f.bytes[offset as usize] ^= 0x20;
+        self.rotted = true;
+        self.count("rot");
+        self.note(
+            Actor::Disk,
+            What::BitRot {
+                session: session.to_string(),
+                offset,
+            },
+        );
     }
 }

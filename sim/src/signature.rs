@@ -11,7 +11,7 @@
 //! | `replay M` | a host receives a command of method M whose id a host received before |
 //! | `answer M ok` / `answer M R` | a host answers a request of method M with a result / an error of reason (or message) R |
 //! | `event M` | a host sends a notification M |
-//! | `append R` | a host appends a log record of kind R (`created`, `loaded`, `received`, `settled`, `event`, `closed`) |
+//! | `append R` | a host appends a log record of kind R (`created`, `loaded`, `received`, `settled`, `event`, `closed`, `snapshot`) |
 //! | `crash` / `crash at P` | a host crashes (at crash point P) |
 //! | `power-loss`, `restart`, `tear`, `truncate`, `fsync-fail`, `disk-full` | as named |
 //! | `drop`, `dup`, `reorder`, `cut`, `reconnect`, `lease-denied` | as named |
@@ -201,6 +201,7 @@ impl Reader {
                                     Record::Settled { .. } => "settled",
                                     Record::Event { .. } => "event",
                                     Record::Closed { .. } => "closed",
+                                    Record::Snapshot(_) => "snapshot",
                                 }
                                 .to_string(),
                             )

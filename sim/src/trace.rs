@@ -46,6 +46,8 @@ pub enum What {
     HostStart { inc: u64, durable: bool },
     /// The machine lost power: every host dies, unsynced bytes are lost.
     PowerLoss,
+    /// A synced byte of a session log rotted (the `bitrot` scenario).
+    BitRot { session: String, offset: u64 },
     /// A host incarnation died; `point` names the crash point, if any.
     HostCrash {
         inc: u64,
@@ -127,6 +129,28 @@ pub enum What {
         key: String,
         outcome: &'static str,
     },
+    /// A compaction's first step: the session's archive was cut to
+    /// `at_bytes` and `bytes` (the compacted log's records, verbatim) were
+    /// appended and synced.
+    ArchiveAppend {
+        inc: u64,
+        session: String,
+        at_bytes: u64,
+        bytes: Vec<u8>,
+    },
+    /// A compaction renamed its new log over the session log: the log is
+    /// now `new_bytes` (one snapshot record, synced) instead of the
+    /// `bytes_before` it had. Until the directory is synced, a power loss
+    /// may bring the old log back ([`What::CompactLost`]).
+    Compact {
+        inc: u64,
+        session: String,
+        bytes_before: u64,
+        new_bytes: Vec<u8>,
+    },
+    /// A power loss lost a compaction's rename: the session log is the old
+    /// one again (what of it survives follows as `CrashKeep`).
+    CompactLost { session: String },
     /// A client-side note (a command given up, a session abandoned).
     Note(String),
 }
@@ -215,6 +239,11 @@ impl fmt::Display for Entry {
                 )
             }
             What::PowerLoss => write!(f, "POWER LOSS: every host dies, unsynced bytes are lost"),
+            What::BitRot { session, offset } => write!(
+                f,
+                "BIT ROT: byte {offset} of {} flipped (synced, records follow it)",
+                short(session)
+            ),
             What::HostCrash { inc, point } => match point {
                 Some(p) => write!(f, "CRASH incarnation {inc} at crash point {p}"),
                 None => write!(f, "CRASH incarnation {inc}"),
@@ -318,6 +347,41 @@ impl fmt::Display for Entry {
                     if *torn { " (torn)" } else { "" }
                 )
             }
+            What::ArchiveAppend {
+                inc,
+                session,
+                at_bytes,
+                bytes,
+            } => write!(
+                f,
+                "(inc {inc}) compaction archives {} bytes of {} at {at_bytes} (synced)",
+                bytes.len(),
+                short(session)
+            ),
+            What::Compact {
+                inc,
+                session,
+                bytes_before,
+                new_bytes,
+            } => {
+                write!(
+                    f,
+                    "(inc {inc}) compaction renames a {}-byte log over {} ({bytes_before} bytes)",
+                    new_bytes.len(),
+                    short(session)
+                )?;
+                if let Ok(d) = msp::core::record::decode_log(new_bytes) {
+                    for (r, _) in d.records.iter() {
+                        write!(f, " [{}]", record_summary(r))?;
+                    }
+                }
+                Ok(())
+            }
+            What::CompactLost { session } => write!(
+                f,
+                "{} lost its compaction's rename: the old log is back",
+                short(session)
+            ),
             What::EffectDone { inc, key, outcome } => write!(
                 f,
                 "(inc {inc}) effect answer for key {}: {outcome}",
@@ -374,6 +438,10 @@ pub fn record_summary(r: &msp::core::record::Record) -> String {
         }
         Record::Event { n, method, .. } => format!("event #{n} {method}"),
         Record::Closed { reason, .. } => format!("closed {reason}"),
+        Record::Snapshot(snap) => format!(
+            "snapshot of {} records, archive {} bytes",
+            snap.record_count, snap.archive_len
+        ),
     }
 }
 
@@ -401,6 +469,109 @@ impl Trace {
     /// The chained hash of every entry so far.
     pub fn hash(&self) -> u64 {
         self.hash.0
+    }
+
+    /// The trace as a host that never compacts would have left it on disk:
+    /// compaction entries dropped, and every offset of a session log
+    /// (`Synced`, `Truncate`, `SyncFailed`, `CrashKeep`) turned from the
+    /// log file's physical offset into the *logical* one (the archive
+    /// followed by the log's records after its snapshot, see
+    /// `msp::core::snapshot`). A lost rename brings the old file's mapping
+    /// back and cuts the logical log to the old file's length. Oracles that
+    /// do not read snapshots can judge a compacting run through this view.
+    pub fn logical(&self) -> Trace {
+        // Per session: (snapshot bytes, archive length) of the current log
+        // file, and of the file a compaction renamed over (with its length).
+        let mut now: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let mut before: std::collections::BTreeMap<String, ((u64, u64), u64)> = Default::default();
+        let map = |m: Option<&(u64, u64)>, phys: u64| match m {
+            Some((s, a)) => phys.saturating_sub(*s) + a,
+            None => phys,
+        };
+        let mut out = Trace::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            let what = match &e.what {
+                What::ArchiveAppend { .. } => continue,
+                What::Compact {
+                    session,
+                    bytes_before,
+                    new_bytes,
+                    ..
+                } => {
+                    let archive_len =
+                        msp::core::record::decode_log(new_bytes).map_or(0, |d| d.archive_len);
+                    let old = now.get(session).copied().unwrap_or((0, 0));
+                    before.insert(session.clone(), (old, *bytes_before));
+                    now.insert(session.clone(), (new_bytes.len() as u64, archive_len));
+                    continue;
+                }
+                What::CompactLost { session } => {
+                    let Some((old, len)) = before.remove(session) else {
+                        continue;
+                    };
+                    now.insert(session.clone(), old);
+                    // The old file's unsynced bytes are lost with the power:
+                    // the `CrashKeep` that follows says what it keeps. With
+                    // none (nothing of it was unsynced), it keeps all of it.
+                    let kept_follows = self.entries[i + 1..]
+                        .iter()
+                        .take_while(|x| x.actor == Actor::Disk)
+                        .any(|x| matches!(&x.what, What::CrashKeep { session: s, .. } if s == session));
+                    if kept_follows {
+                        continue;
+                    }
+                    What::CrashKeep {
+                        session: session.clone(),
+                        kept_bytes: map(Some(&old), len),
+                        torn: false,
+                    }
+                }
+                What::Synced {
+                    inc,
+                    session,
+                    upto_bytes,
+                } => What::Synced {
+                    inc: *inc,
+                    session: session.clone(),
+                    upto_bytes: map(now.get(session), *upto_bytes),
+                },
+                What::Truncate {
+                    inc,
+                    session,
+                    len_bytes,
+                } => What::Truncate {
+                    inc: *inc,
+                    session: session.clone(),
+                    len_bytes: map(now.get(session), *len_bytes),
+                },
+                What::SyncFailed {
+                    inc,
+                    session,
+                    kept_bytes,
+                } => What::SyncFailed {
+                    inc: *inc,
+                    session: session.clone(),
+                    kept_bytes: map(now.get(session), *kept_bytes),
+                },
+                What::CrashKeep {
+                    session,
+                    kept_bytes,
+                    torn,
+                } => What::CrashKeep {
+                    session: session.clone(),
+                    kept_bytes: map(now.get(session), *kept_bytes),
+                    torn: *torn,
+                },
+                What::LeaseGrant { session, .. } => {
+                    // The grant syncs the directory: a pending rename stays.
+                    before.remove(session);
+                    e.what.clone()
+                }
+                other => other.clone(),
+            };
+            out.push(e.at_ms, e.actor, what);
+        }
+        out
     }
 
     /// Index of the first entry where two traces differ, if any.

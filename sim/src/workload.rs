@@ -20,16 +20,21 @@ pub enum Scenario {
     /// Ephemeral hosts: nothing survives a host; clients never replay a
     /// command id at a new host.
     Ephemeral,
+    /// Synced bytes of a session log rot once (a flipped byte in a record
+    /// that others follow): every later load must answer `logCorrupt`,
+    /// never from the damaged log.
+    BitRot,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::Mixed,
         Scenario::Turns,
         Scenario::CrashStorm,
         Scenario::LeaseHandover,
         Scenario::Ephemeral,
+        Scenario::BitRot,
     ];
 
     /// The CLI name.
@@ -40,6 +45,7 @@ impl Scenario {
             Scenario::CrashStorm => "crash-storm",
             Scenario::LeaseHandover => "lease-handover",
             Scenario::Ephemeral => "ephemeral",
+            Scenario::BitRot => "bitrot",
         }
     }
 

@@ -54,12 +54,8 @@ fn replay_mints_new_turn_is_caught_by_value_identical_replays() {
 }
 
 #[test]
-fn no_abandon_on_recovery_is_caught_by_intake_settled() {
-    check(
-        "no-abandon-on-recovery",
-        Scenario::CrashStorm,
-        "intake-settled",
-    );
+fn no_abandon_on_recovery_is_caught_by_recovery() {
+    check("no-abandon-on-recovery", Scenario::CrashStorm, "recovery");
 }
 
 #[test]

@@ -40,3 +40,8 @@ fn lease_handover_sweep_holds_every_property() {
 fn ephemeral_sweep_holds_every_property() {
     check(Scenario::Ephemeral, 0..24);
 }
+
+#[test]
+fn bitrot_sweep_holds_every_property() {
+    check(Scenario::BitRot, 0..24);
+}

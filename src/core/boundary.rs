@@ -95,6 +95,9 @@ pub enum ReadResult {
     Found {
         /// The log bytes.
         log: Vec<u8>,
+        /// The session's archive (read after the log), when the read asked
+        /// for it; empty when there is none.
+        history: Vec<u8>,
         /// Another process holds the lease.
         held_elsewhere: bool,
     },
@@ -102,6 +105,49 @@ pub enum ReadResult {
     NotFound,
     /// The storage failed.
     Failed(String),
+}
+
+/// The answer to [`Output::ReadHistory`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistoryResult {
+    /// The archive's bytes of the asked range.
+    Found(Vec<u8>),
+    /// The storage failed (or the archive is shorter than asked).
+    Failed(String),
+}
+
+/// The steps of a compaction ([`Output::Compact`]) after which a crash
+/// leaves something different on disk. The simulator may crash the host
+/// after each; `MSP_CRASH_AT` can abort a real host there. Not in
+/// [`CrashPoint::ALL`]: a host without compaction never reaches them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CompactStep {
+    /// The archive holds the compacted records and is synced; the new log
+    /// is not written.
+    Archived,
+    /// The new log is written and synced under its temporary name.
+    Written,
+    /// The new log replaced the old one; the directory is not synced, so
+    /// a power loss may still bring the old log back.
+    Renamed,
+}
+
+impl CompactStep {
+    /// Every step, in order.
+    pub const ALL: [CompactStep; 3] = [
+        CompactStep::Archived,
+        CompactStep::Written,
+        CompactStep::Renamed,
+    ];
+
+    /// The kebab-case name (simulator trace, `MSP_CRASH_AT`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompactStep::Archived => "compact-archived",
+            CompactStep::Written => "compact-written",
+            CompactStep::Renamed => "compact-renamed",
+        }
+    }
 }
 
 /// A named moment at which the simulator may crash the host (PROTOCOL.md
@@ -173,6 +219,54 @@ pub enum Output {
         session: String,
         /// Echoed in the answer.
         token: u64,
+        /// Also read the session's whole archive (after the log), for a
+        /// page or a subscription of a session not loaded here.
+        history: bool,
+    },
+    /// Read logical bytes `from_bytes..to_bytes` of the session's archive
+    /// (`DIR/sessions/<id>/history.log`; its offsets are logical offsets,
+    /// see [`crate::core::snapshot`]), without a lease: the archive below
+    /// the length a log's snapshot names never changes. Answer with
+    /// [`Host::handle_history`](super::Host::handle_history).
+    ReadHistory {
+        /// The session id.
+        session: String,
+        /// Echoed in the answer.
+        token: u64,
+        /// First byte.
+        from_bytes: u64,
+        /// One past the last byte.
+        to_bytes: u64,
+    },
+    /// Compact the session's log, crash-safely, in this order:
+    ///
+    /// 1. cut the archive (`history.log`, created if missing) to
+    ///    `archive_len_bytes`, append the log's bytes
+    ///    `log_from_bytes..log_len_bytes`, fsync it (and the directory if
+    ///    the archive is new);
+    /// 2. write `snapshot` (one frame) to a new file beside the log, fsync
+    ///    it;
+    /// 3. rename it over `session.log`;
+    /// 4. fsync the session directory.
+    ///
+    /// Later appends go to the new log. It counts as the session's sync in
+    /// flight: answer with
+    /// [`Host::handle_synced`](super::Host::handle_synced)`(session,
+    /// snapshot.len())` when step 4 is done, or
+    /// [`Host::handle_storage_failed`](super::Host::handle_storage_failed)
+    /// (the disk then holds the old log or the new one, both whole).
+    Compact {
+        /// The session id.
+        session: String,
+        /// The new log's content: one snapshot record frame.
+        snapshot: Vec<u8>,
+        /// Where the archivable bytes of the current log begin (just past
+        /// its own snapshot, 0 for a log never compacted).
+        log_from_bytes: u64,
+        /// The current log's length (everything appended so far).
+        log_len_bytes: u64,
+        /// The archive's valid length before this compaction.
+        archive_len_bytes: u64,
     },
     /// Cut the log to `len_bytes` (a torn tail) before the next append.
     Truncate {

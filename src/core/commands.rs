@@ -5,9 +5,9 @@ use serde_json::{json, Value};
 
 use super::bugs::Bug;
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
-use super::record::{Answer, Outcome, Record};
-use super::session::TurnStatus;
-use super::{ConnId, Durability, OpenMode, OpenResult, ReadResult};
+use super::record::{decode_archived, Answer, Outcome, Record};
+use super::session::{Replay, TurnStatus};
+use super::{ConnId, Durability, HistoryResult, OpenMode, OpenResult, ReadResult};
 use crate::proto::canonical::signature;
 use crate::proto::envelope::RequestId;
 use crate::proto::ids::{id_key, mint_uuid_v7};
@@ -39,9 +39,17 @@ pub fn derived_session_id(command_id: &str) -> String {
 }
 
 enum Ledger {
-    Replay(Answer, u64),
+    Replay(Replay, u64),
     Conflict,
     New,
+}
+
+/// Why a replay's answer is not at hand yet.
+enum NotYet {
+    /// Its archived record is being read: park on this.
+    Park(Wait),
+    /// It cannot be read: answer this error.
+    Failed(RpcError),
 }
 
 impl Host {
@@ -81,7 +89,7 @@ impl Host {
                     }
                     Some(IoAnswer::Read(ReadResult::Failed(e))) => RpcError::storage_unavailable(e),
                     _ => {
-                        let w = self.request_read(conn, &sid);
+                        let w = self.request_read(conn, &sid, false);
                         return Flow::Park(w, Parsed::Command(c));
                     }
                 };
@@ -98,11 +106,19 @@ impl Host {
             return Flow::Done;
         }
         match self.ledger_check(&sid, &key, &sig) {
-            Ledger::Replay(answer, at) => {
+            Ledger::Replay(replay, at) => {
                 if self.bugs.has(Bug::ReplayMintsNewTurn) && c.method == "turn/start" {
                     self.replay_as_new_turn(conn, id, &sid, &c);
                     return Flow::Done;
                 }
+                let answer = match self.replayed(conn, &sid, replay, &io) {
+                    Ok(a) => a,
+                    Err(NotYet::Park(w)) => return Flow::Park(w, Parsed::Command(c)),
+                    Err(NotYet::Failed(e)) => {
+                        self.respond_err(conn, id, e);
+                        return Flow::Done;
+                    }
+                };
                 let l = self.loaded(&sid).expect("loaded");
                 let gate = self.gate_at(l, at);
                 self.respond(conn, id, &answer, gate);
@@ -142,7 +158,7 @@ impl Host {
     fn ledger_check(&self, sid: &str, key: &str, sig: &str) -> Ledger {
         let l = self.loaded(sid).expect("loaded");
         if let Some(e) = l.s.ledger.get(key) {
-            if e.signature == sig || self.bugs.has(Bug::SkipPayloadCheck) {
+            if e.same_payload(sig) || self.bugs.has(Bug::SkipPayloadCheck) {
                 return Ledger::Replay(e.replay_answer(), e.durable_at);
             }
             return Ledger::Conflict;
@@ -151,6 +167,51 @@ impl Host {
             return Ledger::Conflict;
         }
         Ledger::New
+    }
+
+    /// The answer a replay gives: in memory, or read back from the record
+    /// in the archive that holds it (the request parks on the read and is
+    /// dispatched again with its bytes in `io`).
+    fn replayed(
+        &mut self,
+        conn: ConnId,
+        sid: &str,
+        replay: Replay,
+        io: &Option<IoAnswer>,
+    ) -> Result<Answer, NotYet> {
+        let (at, len, settled) = match replay {
+            Replay::Now(a) => return Ok(a),
+            Replay::Archived { at, len, settled } => (at, len, settled),
+        };
+        let to = at + u64::from(len);
+        let bytes = match io {
+            Some(IoAnswer::History {
+                from,
+                to: t,
+                result,
+            }) if *from == at && *t == to => match result {
+                HistoryResult::Found(b) => b,
+                HistoryResult::Failed(e) => {
+                    return Err(NotYet::Failed(RpcError::storage_unavailable(e)))
+                }
+            },
+            _ => return Err(NotYet::Park(self.request_history(conn, sid, at, to))),
+        };
+        let file = self.archive_path(sid);
+        let recs = decode_archived(bytes, at)
+            .map_err(|c| NotYet::Failed(RpcError::log_corrupt(&file, c.offset, &c.detail)))?;
+        match recs.first().map(|(r, _)| r) {
+            Some(Record::Received { answer, .. }) if !settled => Ok(answer.clone()),
+            Some(Record::Settled {
+                outcome: Outcome::Rejected { error },
+                ..
+            }) if settled => Ok(Answer::Error(error.clone())),
+            _ => Err(NotYet::Failed(RpcError::log_corrupt(
+                &file,
+                at,
+                "the ledger's record is not at its offset",
+            ))),
+        }
     }
 
     /// Records a durable admission: `received`, and `settled` when the
@@ -288,7 +349,7 @@ impl Host {
             .clone()
             .unwrap_or_else(|| derived_session_id(&c.command_id));
         let workspace_root = workspace_root.clone();
-        if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Create, &c, io) {
+        if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Create, &c, io.clone()) {
             return flow;
         }
         let key = id_key(&c.command_id);
@@ -311,7 +372,15 @@ impl Host {
                 .contains_key(&key);
         if !fresh && !lost_own_intake {
             match self.ledger_check(&sid, &key, &sig) {
-                Ledger::Replay(answer, at) => {
+                Ledger::Replay(replay, at) => {
+                    let answer = match self.replayed(conn, &sid, replay, &io) {
+                        Ok(a) => a,
+                        Err(NotYet::Park(w)) => return Flow::Park(w, Parsed::Command(c)),
+                        Err(NotYet::Failed(e)) => {
+                            self.respond_err(conn, id, e);
+                            return Flow::Done;
+                        }
+                    };
                     let l = self.loaded(&sid).expect("loaded");
                     let gate = self.gate_at(l, at);
                     self.respond(conn, id, &answer, gate);
@@ -374,7 +443,7 @@ impl Host {
         };
         let sid = session_id.clone();
         let cursor = cursor.clone();
-        if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Existing, &c, io) {
+        if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Existing, &c, io.clone()) {
             return flow;
         }
         if self.loaded(&sid).expect("loaded").s.record_count == 0 {
@@ -390,7 +459,15 @@ impl Host {
         }
         let key = id_key(&c.command_id);
         match self.ledger_check(&sid, &key, &sig) {
-            Ledger::Replay(answer, at) => {
+            Ledger::Replay(replay, at) => {
+                let answer = match self.replayed(conn, &sid, replay, &io) {
+                    Ok(a) => a,
+                    Err(NotYet::Park(w)) => return Flow::Park(w, Parsed::Command(c)),
+                    Err(NotYet::Failed(e)) => {
+                        self.respond_err(conn, id, e);
+                        return Flow::Done;
+                    }
+                };
                 let l = self.loaded(&sid).expect("loaded");
                 let gate = self.gate_at(l, at);
                 self.respond(conn, id, &answer, gate);

@@ -13,8 +13,8 @@ use super::bugs::{Bug, BugSet};
 use super::record::{decode_log, Answer, Record};
 use super::session::Session;
 use super::{
-    ConnId, CrashPoint, Durability, EffectOutcome, HostConfig, OpenMode, OpenResult, Output,
-    ReadResult,
+    ConnId, CrashPoint, Durability, EffectOutcome, HistoryResult, HostConfig, OpenMode, OpenResult,
+    Output, ReadResult,
 };
 use crate::proto::envelope::{self, Incoming, RequestId};
 use crate::proto::framing::{Line, LineSplitter};
@@ -29,6 +29,9 @@ pub const UNANSWERED_MAX: usize = 1024;
 pub const EFFECT_TIMEOUT_MS: u64 = 30_000;
 /// A bound on agent steps per drive, so a broken agent cannot spin the host.
 const AGENT_STEPS_MAX: usize = 100_000;
+/// At most this many archived events per read of a subscription's backlog
+/// (the next chunk is read when this one is queued).
+pub const BACKLOG_CHUNK_EVENTS: u64 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Handshake {
@@ -59,6 +62,9 @@ struct OutFrame {
     /// The session and durable ordinal of a view event (for the per-
     /// connection delivery mark).
     event: Option<(String, u64)>,
+    /// A hole for archived events being read (the history read's token):
+    /// nothing behind it leaves until the read fills it.
+    hole: Option<u64>,
 }
 
 /// What a parked request waits for.
@@ -70,6 +76,8 @@ pub(crate) enum Wait {
     Read(u64),
     /// The session's sync pipeline to drain (no group commit).
     SyncIdle(String),
+    /// A read of the session's archive (token).
+    History(u64),
 }
 
 /// The answer an IO wait brought back.
@@ -77,6 +85,32 @@ pub(crate) enum Wait {
 pub(crate) enum IoAnswer {
     Open(OpenResult),
     Read(ReadResult),
+    /// Archive bytes `from..to` (logical offsets).
+    History {
+        from: u64,
+        to: u64,
+        result: HistoryResult,
+    },
+}
+
+/// What an archive read is for.
+#[derive(Debug, Clone)]
+pub(crate) enum HistoryJob {
+    /// A parked request (a replay, a page) resumes with the bytes.
+    Parked { conn: ConnId, from: u64, to: u64 },
+    /// A subscription's backlog of archived events `from_n..=to_n` fills
+    /// the hole of this token in the connection's queue (each frame behind
+    /// `gate`); archived events after `to_n` up to `last_n` follow in
+    /// another read.
+    Backlog {
+        conn: ConnId,
+        sid: String,
+        slot: u64,
+        from_n: u64,
+        to_n: u64,
+        last_n: u64,
+        gate: Option<Gate>,
+    },
 }
 
 /// A completion the core delivers to itself (the ephemeral host's
@@ -182,12 +216,36 @@ pub(crate) struct Loaded {
     /// Effects waiting for their decision record to be durable:
     /// `(offset, token, wait, output)`.
     pub pending_effects: Vec<(u64, u64, EffectWait, Output)>,
+    /// Physical length of the log file's head snapshot (0: none). Every
+    /// offset above is logical; the log file's byte `p >= snap_bytes` is
+    /// logical byte `p - snap_bytes + tail_from`.
+    pub snap_bytes: u64,
+    /// Logical offset of the log file's first byte after its snapshot.
+    pub tail_from: u64,
+    /// Records appended since the log's last compaction (or since a log
+    /// never compacted began).
+    pub tail_records: u64,
+    /// A compaction is in flight: the archive's length once it is done.
+    pub compacting: Option<u64>,
 }
 
 impl Loaded {
     /// Offset at which everything committed so far will be durable.
     pub fn end_offset(&self) -> u64 {
         self.appended_bytes + self.unflushed.len() as u64
+    }
+
+    /// The log file offset of logical offset `logical`.
+    pub fn phys(&self, logical: u64) -> u64 {
+        debug_assert!(logical >= self.tail_from, "an offset of the archive");
+        logical - self.tail_from + self.snap_bytes
+    }
+
+    /// The logical offset of log file offset `phys` (`None` inside the
+    /// snapshot: no sync or cut of this session names one).
+    pub fn logical(&self, phys: u64) -> Option<u64> {
+        phys.checked_sub(self.snap_bytes)
+            .map(|p| p + self.tail_from)
     }
 }
 
@@ -212,6 +270,8 @@ pub struct Host {
     next_park: u64,
     opens: BTreeMap<u64, String>,
     reads: BTreeMap<u64, ConnId>,
+    /// Archive reads in flight.
+    history_jobs: BTreeMap<u64, HistoryJob>,
     pub(crate) effects: BTreeMap<u64, EffectWait>,
     /// Synced offsets of session incarnations (`u64::MAX` once unloaded).
     synced: BTreeMap<u64, u64>,
@@ -287,6 +347,7 @@ impl Host {
             next_park: 0,
             opens: BTreeMap::new(),
             reads: BTreeMap::new(),
+            history_jobs: BTreeMap::new(),
             effects: BTreeMap::new(),
             synced: BTreeMap::new(),
             lifetime_ledger: BTreeMap::new(),
@@ -405,6 +466,24 @@ impl Host {
         self.finish();
     }
 
+    /// The answer to an [`Output::ReadHistory`].
+    pub fn handle_history(&mut self, token: u64, result: HistoryResult, now_ms: u64) {
+        self.tick(now_ms);
+        match self.history_jobs.remove(&token) {
+            Some(HistoryJob::Parked { conn, from, to }) => {
+                if let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.as_mut()) {
+                    if p.wait == Wait::History(token) {
+                        p.io = Some(IoAnswer::History { from, to, result });
+                        self.resume_conn(conn);
+                    }
+                }
+            }
+            Some(job @ HistoryJob::Backlog { .. }) => self.fill_backlog(token, job, result),
+            None => {}
+        }
+        self.finish();
+    }
+
     fn read_done(&mut self, token: u64, result: ReadResult) {
         if let Some(conn) = self.reads.remove(&token) {
             if let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.as_mut()) {
@@ -416,20 +495,28 @@ impl Host {
         }
     }
 
-    /// A sync covering the log up to `upto_bytes` completed.
+    /// A sync covering the log file up to `upto_bytes` completed (or the
+    /// compaction in flight did: then `upto_bytes` is the new log's
+    /// length).
     pub fn handle_synced(&mut self, session: &str, upto_bytes: u64, now_ms: u64) {
         self.tick(now_ms);
         let mut release = false;
         if let Some(l) = self
             .loaded_mut(session)
-            .filter(|l| l.sync_in_flight == Some(upto_bytes))
+            .filter(|l| l.sync_in_flight.is_some() && l.logical(upto_bytes) == l.sync_in_flight)
         {
-            l.sync_in_flight = None;
-            debug_assert!(upto_bytes >= l.synced_bytes, "synced offsets only grow");
-            l.synced_bytes = upto_bytes;
+            let upto = l.sync_in_flight.take().expect("checked above");
+            debug_assert!(upto >= l.synced_bytes, "synced offsets only grow");
+            l.synced_bytes = upto;
+            if let Some(archived) = l.compacting.take() {
+                // The archive holds everything before the snapshot, synced:
+                // those events and answers leave memory.
+                debug_assert_eq!(archived, upto, "a compaction covers what it archived");
+                l.s.archive_upto(archived);
+            }
             let slot = l.slot;
             release = l.unloading && l.synced_bytes == l.appended_bytes && l.unflushed.is_empty();
-            self.set_synced(slot, upto_bytes);
+            self.set_synced(slot, upto);
         }
         if release {
             self.finish_unload(session);
@@ -479,6 +566,7 @@ impl Host {
                                     response_to: None,
                                     view_of: None,
                                     event: None,
+                                    hole: None,
                                 });
                             }
                         }
@@ -634,6 +722,7 @@ impl Host {
                 response_to,
                 view_of: None,
                 event: None,
+                hole: None,
             });
             self.work.conns.insert(conn);
         }
@@ -656,6 +745,7 @@ impl Host {
                 response_to: None,
                 view_of: Some(slot),
                 event,
+                hole: None,
             });
             self.work.conns.insert(conn);
         }
@@ -773,6 +863,8 @@ impl Host {
             }
             loop {
                 let (ready, blocked) = match self.conns[&conn].outq.front() {
+                    // A hole is looked at again when its read fills it.
+                    Some(f) if f.hole.is_some() => (false, None),
                     Some(f) => match f.gate {
                         Some(g) if !self.gate_open(&g) => (false, Some(g.slot)),
                         _ => (true, None),
@@ -875,7 +967,7 @@ impl Host {
         for (id, c) in &self.conns {
             if let Some(f) = c.outq.front() {
                 assert!(
-                    f.gate.is_some_and(|g| !self.gate_open(&g)),
+                    f.hole.is_some() || f.gate.is_some_and(|g| !self.gate_open(&g)),
                     "connection {id} has a sendable frame left in its queue"
                 );
             }
@@ -975,9 +1067,50 @@ impl Host {
             self.out
                 .push_back(Output::CrashPoint(CrashPoint::MidGroupCommit));
         }
+        let compact_records = self.cfg.compact_records;
+        let l = self.loaded_mut(sid).expect("loaded");
+        let wants_compaction = compact_records > 0
+            && l.tail_records >= compact_records
+            && l.appended_bytes - l.tail_from >= l.snap_bytes
+            && l.unflushed.is_empty()
+            && !l.unloading;
+        if wants_compaction {
+            // The compaction is this sync: it makes everything appended so
+            // far durable (in the archive and the snapshot) and is answered
+            // like one.
+            debug_assert_eq!(l.s.end_bytes, upto, "the fold covers what was appended");
+            let Some(snapshot) = super::snapshot::encode(l.s.to_snapshot()) else {
+                // A part of the live state passes the frame limit (a huge
+                // item or kv): this log is not compacted; try again after
+                // as many records.
+                l.tail_records = 0;
+                let upto_bytes = l.phys(upto);
+                self.out.push_back(Output::Sync {
+                    session: sid.to_string(),
+                    upto_bytes,
+                });
+                return;
+            };
+            let out = Output::Compact {
+                session: sid.to_string(),
+                log_from_bytes: l.snap_bytes,
+                log_len_bytes: l.phys(upto),
+                archive_len_bytes: l.tail_from,
+                snapshot,
+            };
+            if let Output::Compact { snapshot, .. } = &out {
+                l.snap_bytes = snapshot.len() as u64;
+            }
+            l.tail_from = upto;
+            l.tail_records = 0;
+            l.compacting = Some(upto);
+            self.out.push_back(out);
+            return;
+        }
+        let upto_bytes = l.phys(upto);
         self.out.push_back(Output::Sync {
             session: sid.to_string(),
-            upto_bytes: upto,
+            upto_bytes,
         });
     }
 
@@ -994,8 +1127,14 @@ impl Host {
         }
         let bytes = rec.encode();
         let end = l.end_offset() + bytes.len() as u64;
+        debug_assert_eq!(
+            l.s.end_bytes,
+            l.end_offset(),
+            "the fold is at the log's end"
+        );
         l.s.apply(&rec, end);
         l.unflushed.extend_from_slice(&bytes);
+        l.tail_records += 1;
         if matches!(rec, Record::Received { .. }) {
             l.unflushed_intakes += 1;
         }
@@ -1199,7 +1338,9 @@ impl Host {
     }
 
     /// Starts a lock-free log read for a parked request.
-    pub(crate) fn request_read(&mut self, conn: ConnId, sid: &str) -> Wait {
+    /// `history`: also read the session's archive (a page or subscription
+    /// of a session loaded nowhere folds its whole history).
+    pub(crate) fn request_read(&mut self, conn: ConnId, sid: &str, history: bool) -> Wait {
         let token = self.token();
         match self.cfg.durability {
             Durability::Durable => {
@@ -1207,13 +1348,16 @@ impl Host {
                 self.out.push_back(Output::Read {
                     session: sid.to_string(),
                     token,
+                    history,
                 });
             }
             Durability::Ephemeral => {
-                // Answered synchronously through the same path.
+                // Answered synchronously through the same path. An
+                // ephemeral host never compacts: there is no archive.
                 let result = match self.mem_logs.get(sid) {
                     Some(log) => ReadResult::Found {
                         log: log.clone(),
+                        history: Vec::new(),
                         held_elsewhere: false,
                     },
                     None => ReadResult::NotFound,
@@ -1223,6 +1367,163 @@ impl Host {
             }
         }
         Wait::Read(token)
+    }
+
+    /// Starts a read of archive bytes `from..to` for a parked request.
+    pub(crate) fn request_history(&mut self, conn: ConnId, sid: &str, from: u64, to: u64) -> Wait {
+        let token = self.token();
+        self.history_jobs
+            .insert(token, HistoryJob::Parked { conn, from, to });
+        self.push_history_read(sid, token, from, to);
+        Wait::History(token)
+    }
+
+    fn push_history_read(&mut self, sid: &str, token: u64, from: u64, to: u64) {
+        debug_assert!(from < to, "an archive read reads something");
+        debug_assert!(
+            self.cfg.durability == Durability::Durable,
+            "only durable sessions have archives"
+        );
+        self.out.push_back(Output::ReadHistory {
+            session: sid.to_string(),
+            token,
+            from_bytes: from,
+            to_bytes: to,
+        });
+    }
+
+    /// The absolute path of a session's archive.
+    pub(crate) fn archive_path(&self, sid: &str) -> String {
+        format!(
+            "{}/sessions/{}/history.log",
+            self.cfg.data_dir.trim_end_matches('/'),
+            sid
+        )
+    }
+
+    /// Queues a hole for archived events `from_n..=last_n` of a loaded
+    /// session on `conn` and reads the first chunk of them; live frames
+    /// queued behind the hole wait for it.
+    pub(crate) fn enqueue_backlog_hole(
+        &mut self,
+        conn: ConnId,
+        sid: &str,
+        from_n: u64,
+        last_n: u64,
+        gate: Option<Gate>,
+    ) {
+        let Some(l) = self.loaded(sid) else { return };
+        let slot = l.slot;
+        let to_n = last_n.min(from_n + BACKLOG_CHUNK_EVENTS - 1);
+        let (from, to) = super::view::archived_range(&l.s, from_n, to_n);
+        let token = self.token();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.outq.push_back(OutFrame {
+            line: Vec::new(),
+            gate: None,
+            response_to: None,
+            view_of: Some(slot),
+            event: None,
+            hole: Some(token),
+        });
+        self.work.conns.insert(conn);
+        self.history_jobs.insert(
+            token,
+            HistoryJob::Backlog {
+                conn,
+                sid: sid.to_string(),
+                slot,
+                from_n,
+                to_n,
+                last_n,
+                gate,
+            },
+        );
+        self.push_history_read(sid, token, from, to);
+    }
+
+    /// A backlog read came back: its events take the hole's place (and the
+    /// next chunk's hole follows them). A backlog that cannot be read ends
+    /// the connection: the client resumes from the last cursor it got.
+    fn fill_backlog(&mut self, token: u64, job: HistoryJob, result: HistoryResult) {
+        let HistoryJob::Backlog {
+            conn,
+            sid,
+            slot,
+            from_n,
+            to_n,
+            last_n,
+            gate,
+        } = job
+        else {
+            return;
+        };
+        let Some(pos) = self
+            .conns
+            .get(&conn)
+            .and_then(|c| c.outq.iter().position(|f| f.hole == Some(token)))
+        else {
+            return;
+        };
+        // The session left memory (shutdown) with its backlog half sent:
+        // the connection ends like a failed read, and the client resumes.
+        let from = match self.loaded(&sid) {
+            Some(l) if l.slot == slot => Some(super::view::archived_range(&l.s, from_n, to_n).0),
+            _ => None,
+        };
+        let events = match (result, from) {
+            (HistoryResult::Found(bytes), Some(from)) => {
+                super::view::archived_events(&bytes, from, from_n, to_n).map_err(|c| c.detail)
+            }
+            (HistoryResult::Failed(e), _) => Err(e),
+            (_, None) => Err("the session was unloaded".into()),
+        };
+        let events = match events {
+            Ok(ev) => ev,
+            Err(_) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.outq.truncate(pos);
+                }
+                self.out.push_back(Output::Close { conn });
+                return;
+            }
+        };
+        let mut frames: Vec<OutFrame> = events
+            .into_iter()
+            .map(|e| OutFrame {
+                line: envelope::notification_line(&e.method, &e.params, e.emitted_at_ms),
+                gate,
+                response_to: None,
+                view_of: Some(slot),
+                event: Some((sid.clone(), e.n)),
+                hole: None,
+            })
+            .collect();
+        let more = to_n < last_n;
+        let c = self.conns.get_mut(&conn).expect("connection present");
+        let rest = c.outq.split_off(pos + 1);
+        c.outq.pop_back();
+        c.outq.extend(frames.drain(..));
+        let hole_at = c.outq.len();
+        c.outq.extend(rest);
+        self.work.conns.insert(conn);
+        if more {
+            // The next chunk's hole goes where this one was filled up to.
+            let rest = self
+                .conns
+                .get_mut(&conn)
+                .expect("connection present")
+                .outq
+                .split_off(hole_at);
+            self.enqueue_backlog_hole(conn, &sid, to_n + 1, last_n, gate);
+            self.conns
+                .get_mut(&conn)
+                .expect("connection present")
+                .outq
+                .extend(rest);
+        }
     }
 
     fn opened(&mut self, token: u64, result: OpenResult) {
@@ -1268,14 +1569,24 @@ impl Host {
                 .to_value()
                 .to_string()
         })?;
+        let tail_records = decoded.records.len() as u64 - u64::from(decoded.snapshot_bytes > 0);
         let mut s = Session::default();
-        for (rec, end) in &decoded.records {
-            s.apply(rec, *end);
+        let (snapshot_bytes, archive_len) = (decoded.snapshot_bytes, decoded.archive_len);
+        let logical = |phys: u64| phys - snapshot_bytes + archive_len;
+        let (decoded_valid_len, decoded_torn) = (decoded.valid_len, decoded.torn);
+        for (rec, end) in decoded.records {
+            match rec {
+                Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
+                r => s.apply(&r, end),
+            }
         }
-        let mut valid_len = decoded.valid_len;
-        if decoded.torn && self.cfg.durability == Durability::Durable {
+        let mut valid_len = decoded_valid_len;
+        if decoded_torn && self.cfg.durability == Durability::Durable {
             if self.bugs.has(Bug::TornTailAccepted) {
                 valid_len = log.len() as u64;
+                // The fold must stay at the log's end: the torn bytes
+                // count as appended.
+                s.end_bytes = logical(valid_len.max(snapshot_bytes));
             } else {
                 self.out.push_back(Output::Truncate {
                     session: sid.to_string(),
@@ -1289,9 +1600,18 @@ impl Host {
         // died may have written it without an fsync (it sits in the page
         // cache and a power loss would still erase it). Everything loaded
         // waits behind a first sync of the whole log, like fresh records.
+        let appended_bytes = if valid_len == 0 {
+            0
+        } else {
+            logical(valid_len)
+        };
+        debug_assert!(
+            self.bugs.has(Bug::TornTailAccepted) || s.end_bytes == appended_bytes,
+            "the fold ends where the valid log does"
+        );
         let synced_bytes = match self.cfg.durability {
             Durability::Durable => 0,
-            Durability::Ephemeral => valid_len,
+            Durability::Ephemeral => appended_bytes,
         };
         self.set_synced(slot, synced_bytes);
         self.work.sessions.insert(sid.to_string());
@@ -1303,7 +1623,7 @@ impl Host {
             Slot::Loaded(Box::new(Loaded {
                 s,
                 slot,
-                appended_bytes: valid_len,
+                appended_bytes,
                 synced_bytes,
                 sync_in_flight: None,
                 unflushed: Vec::new(),
@@ -1316,6 +1636,10 @@ impl Host {
                 idle_deadline_ms: None,
                 unloading: false,
                 pending_effects: Vec::new(),
+                snap_bytes: snapshot_bytes,
+                tail_from: archive_len,
+                tail_records,
+                compacting: None,
             })),
         );
         if !fresh {

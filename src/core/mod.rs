@@ -19,9 +19,12 @@ mod commands;
 mod host;
 pub mod record;
 pub mod session;
+pub mod snapshot;
 mod turns;
 pub mod view;
 
+#[cfg(test)]
+mod compaction_tests;
 #[cfg(test)]
 mod tests;
 
@@ -35,6 +38,10 @@ pub const SCHEMA_FINGERPRINT: &str =
 
 /// Default idle-unload delay (PROTOCOL.md 4.1): ten minutes.
 pub const DEFAULT_IDLE_UNLOAD_MS: u64 = 600_000;
+
+/// The compaction threshold `msp serve` uses unless told otherwise:
+/// records appended since the last compaction.
+pub const DEFAULT_COMPACT_RECORDS: u64 = 32_768;
 
 /// Configuration fixed at host construction.
 #[derive(Debug, Clone)]
@@ -53,6 +60,12 @@ pub struct HostConfig {
     /// Seed of the host's id RNG (from OS entropy in `msp serve`, from the
     /// run seed in the simulator).
     pub seed: u64,
+    /// Compact a durable session's log once this many records were
+    /// appended since its last compaction (and they take at least as many
+    /// bytes as its last snapshot); 0 never compacts. Off unless set:
+    /// `msp serve` sets [`DEFAULT_COMPACT_RECORDS`], the simulator only on
+    /// request.
+    pub compact_records: u64,
 }
 
 impl HostConfig {
@@ -65,6 +78,7 @@ impl HostConfig {
             idle_unload_ms: DEFAULT_IDLE_UNLOAD_MS,
             group_commit: true,
             seed,
+            compact_records: 0,
         }
     }
 }

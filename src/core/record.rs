@@ -5,10 +5,15 @@
 //! of these records ([`super::session::Session::apply`]); the live core
 //! produces records and applies them through the same fold, so recovery
 //! after a restart is the same code as normal operation.
+//!
+//! Types 1-6 are log format 1; type 7, the snapshot that heads a
+//! compacted log, is log format 2 (see [`super::snapshot`] for the
+//! compacted layout and its logical offsets).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::snapshot::{Snapshot, SnapshotPart, SNAPSHOT_PART_TYPE, SNAPSHOT_TYPE};
 use crate::log;
 
 /// The answer a command got at admission: a `result` or an `error` object.
@@ -106,6 +111,11 @@ pub enum Record {
         /// Unload time.
         at_ms: u64,
     },
+    /// The fold of the logical log up to the snapshot's `archiveLen`: the
+    /// first record of a compacted log (type 7). Encoded and decoded on its
+    /// own (its JSON is [`Snapshot`]'s), never through this enum's tag.
+    #[serde(skip)]
+    Snapshot(Box<Snapshot>),
 }
 
 impl Record {
@@ -118,12 +128,22 @@ impl Record {
             Record::Settled { .. } => 4,
             Record::Event { .. } => 5,
             Record::Closed { .. } => 6,
+            Record::Snapshot(_) => SNAPSHOT_TYPE,
         }
     }
 
-    /// Encodes the record as one log frame.
+    /// Encodes the record as one log frame (a snapshot as its head and
+    /// parts; see [`super::snapshot::encode`]).
     pub fn encode(&self) -> Vec<u8> {
-        let payload = serde_json::to_vec(self).expect("records always serialise");
+        if let Record::Snapshot(s) = self {
+            return super::snapshot::encode((**s).clone())
+                .expect("a snapshot within the frame limit");
+        }
+        let payload = match self {
+            Record::Snapshot(s) => serde_json::to_vec(s),
+            other => serde_json::to_vec(other),
+        }
+        .expect("records always serialise");
         log::encode_frame(self.type_byte(), &payload)
     }
 
@@ -131,6 +151,10 @@ impl Record {
     /// type byte (a bug or a foreign file: the load fails, see
     /// [`decode_log`]).
     pub fn decode(record_type: u8, payload: &[u8]) -> Option<Record> {
+        if record_type == SNAPSHOT_TYPE {
+            let s: Snapshot = serde_json::from_slice(payload).ok()?;
+            return Some(Record::Snapshot(Box::new(s)));
+        }
         let r: Record = serde_json::from_slice(payload).ok()?;
         (r.type_byte() == record_type).then_some(r)
     }
@@ -147,32 +171,103 @@ pub struct LogCorrupt {
 
 /// A decoded log: its records, the length of the valid prefix, and whether
 /// a torn tail follows it (to be truncated before the next append).
+///
+/// Offsets are *logical* (see [`super::snapshot`]): in a compacted log, the
+/// snapshot's own offset is its `archiveLen`, and a record after it ends at
+/// its physical end minus `snapshot_bytes` plus `archive_len`. In a log of
+/// format 1 both are 0 and logical offsets are physical.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecodedLog {
-    /// Records with the end offset of each.
+    /// Records with the logical end offset of each.
     pub records: Vec<(Record, u64)>,
-    /// Length of the valid prefix.
+    /// Length of the valid prefix (physical).
     pub valid_len: u64,
     /// A torn tail follows `valid_len`.
     pub torn: bool,
+    /// Physical length of the head snapshot frame (0: none).
+    pub snapshot_bytes: u64,
+    /// The archive's logical length (0: no snapshot).
+    pub archive_len: u64,
 }
 
-/// Decodes a whole session log, applying the torn-tail rule.
+impl DecodedLog {
+    /// Logical offset of physical offset `phys` (at or past the snapshot).
+    pub fn logical(&self, phys: u64) -> u64 {
+        debug_assert!(phys >= self.snapshot_bytes);
+        phys - self.snapshot_bytes + self.archive_len
+    }
+}
+
+/// Decodes a whole session log, applying the torn-tail rule. A snapshot is
+/// accepted only as the first record, and is checked
+/// ([`super::session::Session::check_snapshot`]) before anything trusts
+/// it.
 pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
     let scan = log::scan(bytes);
+    // A snapshot is never torn (it is written and synced under another
+    // name, then renamed): a bad first frame that says it is one is
+    // damage, not a torn append, and cutting it would lose the session.
+    if let log::Tail::Torn { offset: 0, reason } = scan.tail {
+        let says_snapshot =
+            bytes.len() > 5 && bytes[..4] == log::FRAME_MAGIC && bytes[5] == SNAPSHOT_TYPE;
+        if says_snapshot {
+            return Err(LogCorrupt {
+                offset: 0,
+                detail: format!("damaged snapshot: {reason}"),
+            });
+        }
+    }
     let (frames, valid_len, torn) = scan.into_result().map_err(|e| LogCorrupt {
         offset: e.offset,
         detail: e.reason.to_string(),
     })?;
     let mut records = Vec::with_capacity(frames.len());
-    for f in frames {
+    let (mut snapshot_bytes, mut archive_len) = (0, 0);
+    let mut frames = frames.into_iter().enumerate();
+    while let Some((i, f)) = frames.next() {
+        let corrupt = |detail: String| LogCorrupt {
+            offset: f.offset,
+            detail,
+        };
         match Record::decode(f.record_type, f.payload) {
-            Some(r) => records.push((r, f.end_offset())),
+            Some(Record::Snapshot(mut s)) => {
+                if i != 0 {
+                    return Err(corrupt("a snapshot record after the first record".into()));
+                }
+                let mut end = f.end_offset();
+                for _ in 0..s.parts {
+                    let part = frames
+                        .next()
+                        .map(|(_, p)| p)
+                        .filter(|p| p.record_type == SNAPSHOT_PART_TYPE);
+                    let Some(p) = part else {
+                        return Err(corrupt("a snapshot without all its parts".into()));
+                    };
+                    let part: SnapshotPart =
+                        serde_json::from_slice(p.payload).map_err(|e| LogCorrupt {
+                            offset: p.offset,
+                            detail: format!("undecodable snapshot part: {e}"),
+                        })?;
+                    s.ledger.extend(part.ledger);
+                    s.event_starts.extend(part.event_starts);
+                    end = p.end_offset();
+                }
+                s.parts = 0;
+                super::session::Session::check_snapshot(&s)
+                    .map_err(|b| corrupt(format!("bad snapshot: {}", b.0)))?;
+                snapshot_bytes = end;
+                archive_len = s.archive_len;
+                records.push((Record::Snapshot(s), archive_len));
+            }
+            Some(r) => {
+                let end = f.end_offset() - snapshot_bytes + archive_len;
+                records.push((r, end));
+            }
             None => {
-                return Err(LogCorrupt {
-                    offset: f.offset,
-                    detail: format!("undecodable record of type {}", f.record_type),
-                })
+                return Err(corrupt(format!(
+                    "undecodable record of type {}",
+                    f.record_type
+                )))
             }
         }
     }
@@ -180,7 +275,35 @@ pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
         records,
         valid_len,
         torn,
+        snapshot_bytes,
+        archive_len,
     })
+}
+
+/// Decodes a run of whole records read from the archive at logical offset
+/// `from` (a page, a backlog, a replayed answer). Anything but whole valid
+/// records is corruption at the logical offset where it begins.
+pub fn decode_archived(bytes: &[u8], from: u64) -> Result<Vec<(Record, u64)>, LogCorrupt> {
+    let scan = log::scan(bytes);
+    if let log::Tail::Torn { offset, reason } | log::Tail::Corrupt { offset, reason } = scan.tail {
+        return Err(LogCorrupt {
+            offset: from + offset,
+            detail: reason.to_string(),
+        });
+    }
+    let mut out = Vec::with_capacity(scan.frames.len());
+    for f in scan.frames {
+        match Record::decode(f.record_type, f.payload) {
+            Some(Record::Snapshot(_)) | None => {
+                return Err(LogCorrupt {
+                    offset: from + f.offset,
+                    detail: format!("undecodable archived record of type {}", f.record_type),
+                })
+            }
+            Some(r) => out.push((r, from + f.end_offset())),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -34,23 +34,39 @@ pub struct TurnRec {
     pub text: String,
     /// A `turn/started` was recorded for it.
     pub started: bool,
+    /// The failure text of a launch that failed (its `turn/completed`
+    /// `reason`), which recovery puts in the rejection it settles.
+    pub failure: Option<String>,
 }
 
-/// One entry of the command ledger.
+/// One entry of the command ledger: what durable dedupe and payload
+/// identity need forever, in a compact form.
+///
+/// The payload signature is kept as its SHA-256 (32 bytes, whatever the
+/// payload's size): two payloads are the same exactly when their canonical
+/// bytes are, and a SHA-256 collision is not a practical concern. The
+/// answer is kept in memory while the command is pending and until its
+/// record is compacted into the session's archive; after that a replay
+/// reads it back from the archive at `received_at` (or the rejection from
+/// the `settled` record at `settled_at`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LedgerEntry {
     /// `commandId` as first sent.
     pub command_id: String,
     /// The method.
     pub method: String,
-    /// Normalised params.
-    pub params: Value,
-    /// Payload signature.
-    pub signature: String,
-    /// The admission answer.
-    pub answer: Answer,
-    /// The terminal outcome, once settled.
+    /// SHA-256 of the payload signature (RFC 8785 bytes).
+    pub sig: [u8; 32],
+    /// The admission answer, while it is in memory (`None`: archived).
+    pub answer: Option<Answer>,
+    /// Logical offset and length of the `received` record.
+    pub received_at: (u64, u32),
+    /// The terminal outcome, once settled. A rejection whose `settled`
+    /// record was archived keeps `error: null` here (read it back from
+    /// `settled_at`).
     pub outcome: Option<Outcome>,
+    /// Logical offset and length of the `settled` record (when settled).
+    pub settled_at: (u64, u32),
     /// Log offset just after the record that justifies the current answer
     /// (the `received`, then the `settled`): a replay waits for it.
     pub durable_at: u64,
@@ -58,31 +74,74 @@ pub struct LedgerEntry {
     pub seq: u64,
 }
 
+/// Where a replay's answer comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replay {
+    /// In memory.
+    Now(Answer),
+    /// In the archive: the record at this logical offset and length holds
+    /// it (`settled`: the rejection of a `settled` record, else the answer
+    /// of a `received` record).
+    Archived {
+        /// Logical offset of the record.
+        at: u64,
+        /// Its length in bytes.
+        len: u32,
+        /// A `settled` record (rejection) rather than a `received` one.
+        settled: bool,
+    },
+}
+
+/// SHA-256 of a payload signature.
+pub fn sig_hash(signature: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(signature.as_bytes()).into()
+}
+
 impl LedgerEntry {
-    /// `turnId` of the admission ack, if any.
+    /// `turnId` of the admission ack, if any (pending entries keep their
+    /// answer in memory).
     pub fn answer_turn_id(&self) -> Option<String> {
         match &self.answer {
-            Answer::Result(r) => r["turnId"].as_str().map(str::to_string),
-            Answer::Error(_) => None,
+            Some(Answer::Result(r)) => r["turnId"].as_str().map(str::to_string),
+            _ => None,
         }
     }
 
     /// `disposition` of a `turn/start` ack, if any.
     pub fn answer_disposition(&self) -> Option<&str> {
         match &self.answer {
-            Answer::Result(r) => r["disposition"].as_str(),
-            Answer::Error(_) => None,
+            Some(Answer::Result(r)) => r["disposition"].as_str(),
+            _ => None,
         }
     }
 
+    /// Whether `signature` is this entry's payload.
+    pub fn same_payload(&self, signature: &str) -> bool {
+        self.sig == sig_hash(signature)
+    }
+
     /// What a replay of this command answers now.
-    pub fn replay_answer(&self) -> Answer {
+    pub fn replay_answer(&self) -> Replay {
         match &self.outcome {
-            Some(Outcome::Rejected { error }) => Answer::Error(error.clone()),
-            Some(Outcome::Abandoned) => {
-                Answer::Error(abandoned_error(&self.method, &self.command_id))
-            }
-            Some(Outcome::Applied) | None => self.answer.clone(),
+            Some(Outcome::Rejected { error }) if error.is_null() => Replay::Archived {
+                at: self.settled_at.0,
+                len: self.settled_at.1,
+                settled: true,
+            },
+            Some(Outcome::Rejected { error }) => Replay::Now(Answer::Error(error.clone())),
+            Some(Outcome::Abandoned) => Replay::Now(Answer::Error(abandoned_error(
+                &self.method,
+                &self.command_id,
+            ))),
+            Some(Outcome::Applied) | None => match &self.answer {
+                Some(a) => Replay::Now(a.clone()),
+                None => Replay::Archived {
+                    at: self.received_at.0,
+                    len: self.received_at.1,
+                    settled: false,
+                },
+            },
         }
     }
 }
@@ -148,7 +207,7 @@ pub struct Session {
     pub start_command_id: String,
     /// The durable ledger, keyed by lowercase command id.
     pub ledger: BTreeMap<String, LedgerEntry>,
-    next_seq: u64,
+    pub(crate) next_seq: u64,
     /// Commands whose effect has a durable record.
     pub effect_seen: BTreeSet<String>,
     /// Turns by id.
@@ -166,7 +225,7 @@ pub struct Session {
     pub resumed: bool,
     /// Items in first-seen order (latest revision).
     pub items: Vec<Value>,
-    item_index: BTreeMap<String, usize>,
+    pub(crate) item_index: BTreeMap<String, usize>,
     /// Approvals by id.
     pub approvals: BTreeMap<String, ApprovalRec>,
     /// Tasks by id.
@@ -175,8 +234,18 @@ pub struct Session {
     pub revision: u64,
     /// `state/update` key-value state.
     pub kv: Map<String, Value>,
-    /// Durable events.
+    /// Durable events still in memory: the last `events.len()` ordinals
+    /// (those in the log's tail). Older ones are in the archive; see
+    /// `event_starts`.
     pub events: Vec<StoredEvent>,
+    /// Logical log offset of every durable event's record, by ordinal
+    /// (`event_starts[n - 1]`): the index a read of archived events uses.
+    pub event_starts: Vec<u64>,
+    /// Logical length of the archive: records before this offset were
+    /// compacted into the session's archive file (0: none).
+    pub archive_len: u64,
+    /// Logical offset just past the last folded record.
+    pub end_bytes: u64,
     /// Sequence numbers per source stream.
     pub stream_seq: BTreeMap<String, u64>,
     /// The last lifecycle record is `Loaded` (a holder may have died).
@@ -188,7 +257,24 @@ pub struct Session {
 impl Session {
     /// Durable head ordinal (0 = empty view).
     pub fn head_n(&self) -> u64 {
-        self.events.last().map_or(0, |e| e.n)
+        self.event_starts.len() as u64
+    }
+
+    /// The first durable ordinal still in memory (`head_n() + 1` when
+    /// none is).
+    pub fn first_in_memory_n(&self) -> u64 {
+        self.head_n() + 1 - self.events.len() as u64
+    }
+
+    /// Durable event `n` if it is in memory.
+    pub fn event(&self, n: u64) -> Option<&StoredEvent> {
+        let first = self.first_in_memory_n();
+        if n < first || n > self.head_n() {
+            return None;
+        }
+        let e = &self.events[(n - first) as usize];
+        debug_assert_eq!(e.n, n);
+        Some(e)
     }
 
     /// The cursor of durable ordinal `n`.
@@ -196,10 +282,22 @@ impl Session {
         format!("v:{}:{}", self.id, n)
     }
 
-    /// Folds one record whose frame ends at `end_offset`.
+    /// Folds one record whose frame ends at logical offset `end_offset`
+    /// (it starts where the previous record ended). A snapshot must be the
+    /// first record folded; it restores the whole state.
     pub fn apply(&mut self, rec: &Record, end_offset: u64) {
+        if let Record::Snapshot(snap) = rec {
+            assert_eq!(self.record_count, 0, "a snapshot is the first record");
+            *self = Session::from_snapshot(snap);
+            return;
+        }
+        let start = self.end_bytes;
+        debug_assert!(end_offset >= start, "records are folded in log order");
+        self.end_bytes = end_offset;
+        let span = (start, u32::try_from(end_offset - start).unwrap_or(u32::MAX));
         self.record_count += 1;
         match rec {
+            Record::Snapshot(_) => unreachable!("handled above"),
             Record::Created {
                 session_id,
                 created_at_ms,
@@ -246,6 +344,7 @@ impl Session {
                                     status: TurnStatus::Queued,
                                     text: input_text(params),
                                     started: false,
+                                    failure: None,
                                 },
                             );
                             self.queue.push_back(turn_id);
@@ -257,10 +356,11 @@ impl Session {
                     LedgerEntry {
                         command_id: command_id.clone(),
                         method: method.clone(),
-                        params: params.clone(),
-                        signature: signature.clone(),
-                        answer: answer.clone(),
+                        sig: sig_hash(signature),
+                        answer: Some(answer.clone()),
+                        received_at: span,
                         outcome: None,
+                        settled_at: (0, 0),
                         durable_at: end_offset,
                         seq: self.next_seq,
                     },
@@ -274,6 +374,7 @@ impl Session {
                 if let Some(e) = self.ledger.get_mut(&id_key(command_id)) {
                     debug_assert!(e.outcome.is_none(), "a command settles once");
                     e.outcome = Some(outcome.clone());
+                    e.settled_at = span;
                     e.durable_at = end_offset;
                 }
             }
@@ -296,6 +397,7 @@ impl Session {
                     *s = (*s).max(seq);
                 }
                 self.apply_event(method, params);
+                self.event_starts.push(start);
                 self.events.push(StoredEvent {
                     n: *n,
                     method: method.clone(),
@@ -325,6 +427,7 @@ impl Session {
                         status: TurnStatus::Running,
                         text,
                         started: true,
+                        failure: None,
                     },
                 );
                 self.running = Some(turn_id);
@@ -342,8 +445,16 @@ impl Session {
                 if self.turns.get(&turn_id).is_some_and(|t| t.started) {
                     self.turn_count += 1;
                 }
+                // A launch that failed never started: its reason is the
+                // failure text a recovered rejection carries.
+                let failure = p["reason"].as_str().map(str::to_string);
                 match self.turns.get_mut(&turn_id) {
-                    Some(t) => t.status = TurnStatus::Ended(terminal),
+                    Some(t) => {
+                        t.status = TurnStatus::Ended(terminal);
+                        if !t.started {
+                            t.failure = failure;
+                        }
+                    }
                     None => {
                         self.turns.insert(
                             turn_id.clone(),
@@ -352,6 +463,7 @@ impl Session {
                                 status: TurnStatus::Ended(terminal),
                                 text: String::new(),
                                 started: false,
+                                failure,
                             },
                         );
                     }
@@ -602,7 +714,7 @@ mod tests {
         assert_eq!(s.ledger["c1"].durable_at, 40);
         assert_eq!(
             s.ledger["c1"].replay_answer(),
-            Answer::Error(abandoned_error("turn/start", "C1"))
+            Replay::Now(Answer::Error(abandoned_error("turn/start", "C1")))
         );
     }
 

@@ -28,12 +28,7 @@ pub(crate) fn review_stream_id(requested: &Value) -> String {
 /// The text a failed launch recorded as its `turn/completed.reason` (the
 /// turn id of a fresh or queued turn is its command id).
 fn launch_failure_text(s: &super::session::Session, turn_id: &str) -> Option<String> {
-    s.events
-        .iter()
-        .rev()
-        .find(|e| e.method == "turn/completed" && e.params["turnId"] == turn_id)
-        .and_then(|e| e.params["reason"].as_str())
-        .map(str::to_string)
+    s.turns.get(turn_id).and_then(|t| t.failure.clone())
 }
 
 impl Host {

@@ -5,9 +5,9 @@
 use serde_json::{json, Value};
 
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
-use super::record::decode_log;
-use super::session::Session;
-use super::{ConnId, ReadResult};
+use super::record::{decode_archived, decode_log, LogCorrupt, Record};
+use super::session::{Session, StoredEvent};
+use super::{ConnId, HistoryResult, ReadResult};
 use crate::proto::envelope::{self, RequestId};
 use crate::proto::params::{Parsed, Read};
 use crate::proto::RpcError;
@@ -125,49 +125,147 @@ pub fn pending_requests_value(s: &Session) -> Value {
     )
 }
 
-/// Unframed page events (`{method, params}`), ascending by cursor in both
-/// directions (public `ViewPageResult`): backward takes the `limit` events
-/// just before `after` and returns them oldest first. `nextCursor` is the
-/// anchor of the next page in the same direction (forward the last
-/// event's cursor, backward the first's), `null` at the end.
-fn page(s: &Session, synced_bytes: u64, limit: usize, after: Option<u64>, backward: bool) -> Value {
-    let durable: Vec<_> = s
+/// The logical archive range holding archived events `from_n..=to_n`.
+pub(crate) fn archived_range(s: &Session, from_n: u64, to_n: u64) -> (u64, u64) {
+    debug_assert!(1 <= from_n && from_n <= to_n && to_n < s.first_in_memory_n());
+    let from = s.event_starts[(from_n - 1) as usize];
+    let to = match s.event_starts.get(to_n as usize) {
+        Some(next) => (*next).min(s.archive_len),
+        None => s.archive_len,
+    };
+    (from, to)
+}
+
+/// Archived events `from_n..=to_n` out of archive bytes read at logical
+/// offset `from`; every one must be there, in order.
+pub(crate) fn archived_events(
+    bytes: &[u8],
+    from: u64,
+    from_n: u64,
+    to_n: u64,
+) -> Result<Vec<StoredEvent>, LogCorrupt> {
+    let mut out = Vec::new();
+    for (rec, end) in decode_archived(bytes, from)? {
+        if let Record::Event {
+            n,
+            method,
+            params,
+            emitted_at_ms,
+            ..
+        } = rec
+        {
+            if (from_n..=to_n).contains(&n) {
+                out.push(StoredEvent {
+                    n,
+                    method,
+                    params,
+                    emitted_at_ms,
+                    durable_at: end,
+                });
+            }
+        }
+    }
+    let dense =
+        out.len() as u64 == to_n + 1 - from_n && out.iter().zip(from_n..).all(|(e, n)| e.n == n);
+    if !dense {
+        return Err(LogCorrupt {
+            offset: from,
+            detail: format!("archived events {from_n}..={to_n} are not where the index says"),
+        });
+    }
+    Ok(out)
+}
+
+/// The highest durable ordinal whose record a sync up to `synced_bytes`
+/// covers (archived events are durable once the archive's end is).
+fn durable_head(s: &Session, synced_bytes: u64) -> u64 {
+    let durable_mem = s
         .events
         .iter()
-        .filter(|e| e.durable_at <= synced_bytes)
-        .collect();
-    let picked: Vec<_> = if backward {
-        let below = after.unwrap_or(u64::MAX);
-        durable
-            .iter()
-            .rev()
-            .filter(|e| e.n < below)
-            .take(limit + 1)
-            .collect()
+        .rev()
+        .find(|e| e.durable_at <= synced_bytes)
+        .map(|e| e.n);
+    match durable_mem {
+        Some(n) => n,
+        None if s.archive_len <= synced_bytes => s.first_in_memory_n() - 1,
+        None => 0,
+    }
+}
+
+/// The ordinals of a page (ascending) and the ordinal that anchors the next
+/// page, in both directions (public `ViewPageResult`): backward takes the
+/// `limit` events just before `after`. `nextCursor` is the anchor of the
+/// next page in the same direction (forward the last event's cursor,
+/// backward the first's), `null` at the end.
+fn page_plan(
+    head: u64,
+    limit: usize,
+    after: Option<u64>,
+    backward: bool,
+) -> (Vec<u64>, Option<u64>) {
+    let limit = limit as u64;
+    let mut ns: Vec<u64> = if backward {
+        let below = after.unwrap_or(u64::MAX).min(head + 1);
+        let low = below.saturating_sub(limit + 1).max(1);
+        (low..below).rev().collect()
     } else {
         let above = after.unwrap_or(0);
-        durable
-            .iter()
-            .filter(|e| e.n > above)
-            .take(limit + 1)
-            .collect()
+        let high = head.min(above.saturating_add(limit + 1));
+        (above + 1..=high).collect()
     };
-    let more = picked.len() > limit;
-    let mut taken: Vec<_> = picked.iter().take(limit).collect();
+    let more = ns.len() as u64 > limit;
+    ns.truncate(limit as usize);
     // The far end of the page in the walking direction anchors the next.
-    let next = match taken.last() {
-        Some(e) if more => json!(s.cursor(e.n)),
-        _ => Value::Null,
-    };
+    let next = if more { ns.last().copied() } else { None };
     if backward {
-        taken.reverse();
+        ns.reverse();
     }
-    debug_assert!(taken.windows(2).all(|w| w[0].n < w[1].n), "ascending");
-    let events: Vec<Value> = taken
+    debug_assert!(ns.windows(2).all(|w| w[0] < w[1]), "ascending");
+    (ns, next)
+}
+
+/// Unframed page events (`{method, params}`) of a session whose events
+/// are all in memory, or in memory and in `archived` (read for the page).
+fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEvent]) -> Value {
+    let events: Vec<Value> = ns
         .iter()
-        .map(|e| json!({"method": e.method, "params": e.params}))
+        .filter_map(|n| {
+            s.event(*n)
+                .or_else(|| archived.iter().find(|e| e.n == *n))
+                .map(|e| json!({"method": e.method, "params": e.params}))
+        })
         .collect();
-    json!({"events": events, "nextCursor": next})
+    debug_assert_eq!(events.len(), ns.len(), "every event of the page is at hand");
+    json!({"events": events, "nextCursor": next.map(|n| s.cursor(n))})
+}
+
+/// Folds a log read without the lease, with its archive when one was read
+/// (then every event is in memory, as in a log never compacted).
+fn fold_read(log: &[u8], history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
+    let d = decode_log(log).map_err(|c| (false, c))?;
+    let mut s = Session::default();
+    if d.archive_len > 0 && !history.is_empty() {
+        let Some(archived) = history.get(..d.archive_len as usize) else {
+            return Err((
+                true,
+                LogCorrupt {
+                    offset: history.len() as u64,
+                    detail: format!("the archive ends before byte {}", d.archive_len),
+                },
+            ));
+        };
+        for (rec, end) in decode_archived(archived, 0).map_err(|c| (true, c))? {
+            s.apply(&rec, end);
+        }
+        for (rec, end) in d.records.iter().skip(1) {
+            s.apply(rec, *end);
+        }
+        return Ok(s);
+    }
+    for (rec, end) in &d.records {
+        s.apply(rec, *end);
+    }
+    Ok(s)
 }
 
 impl Host {
@@ -208,6 +306,14 @@ impl Host {
             let asked = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
             asked.max(self.delivered_upto(conn, sid))
         };
+        // Archived events come first, read in chunks into holes of the
+        // connection's queue; what follows waits behind them.
+        let last_archived = l.s.first_in_memory_n() - 1;
+        if after_n < last_archived {
+            let gate = self.gate_at(l, l.s.archive_len);
+            self.enqueue_backlog_hole(conn, sid, after_n + 1, last_archived, gate);
+        }
+        let Some(l) = self.loaded(sid) else { return };
         let backlog: Vec<(Vec<u8>, u64, u64)> =
             l.s.events
                 .iter()
@@ -266,14 +372,11 @@ impl Host {
         }
         match self.sessions.get(&sid) {
             Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Read(r)),
-            Some(Slot::Loaded(_)) => {
-                self.read_loaded(conn, id, &sid, r);
-                return Flow::Done;
-            }
+            Some(Slot::Loaded(_)) => return self.read_loaded(conn, id, &sid, r, io),
             None => {}
         }
-        let log = match io {
-            Some(IoAnswer::Read(ReadResult::Found { log, .. })) => log,
+        let (log, history) = match io {
+            Some(IoAnswer::Read(ReadResult::Found { log, history, .. })) => (log, history),
             Some(IoAnswer::Read(ReadResult::NotFound)) => {
                 self.respond_err(conn, id, RpcError::session_not_found(&sid));
                 return Flow::Done;
@@ -283,24 +386,30 @@ impl Host {
                 return Flow::Done;
             }
             _ => {
-                let w = self.request_read(conn, &sid);
+                let history = matches!(r, Read::Subscribe { .. } | Read::Page { .. });
+                let w = self.request_read(conn, &sid, history);
                 return Flow::Park(w, Parsed::Read(r));
             }
         };
-        let s = match decode_log(&log) {
-            Ok(d) => {
-                let mut s = Session::default();
-                for (rec, end) in &d.records {
-                    s.apply(rec, *end);
-                }
-                s
-            }
-            Err(c) => {
-                let file = self.log_path(&sid);
+        let s = match fold_read(&log, &history) {
+            Ok(s) => s,
+            Err((in_archive, c)) => {
+                let file = if in_archive {
+                    self.archive_path(&sid)
+                } else {
+                    self.log_path(&sid)
+                };
                 self.respond_err(conn, id, RpcError::log_corrupt(&file, c.offset, &c.detail));
                 return Flow::Done;
             }
         };
+        let needs_history = matches!(r, Read::Subscribe { .. } | Read::Page { .. });
+        if needs_history && s.first_in_memory_n() > 1 {
+            let file = self.archive_path(&sid);
+            let err = RpcError::log_corrupt(&file, 0, "the session's archive is missing");
+            self.respond_err(conn, id, err);
+            return Flow::Done;
+        }
         if s.record_count == 0 {
             self.respond_err(conn, id, RpcError::session_not_found(&sid));
             return Flow::Done;
@@ -342,7 +451,8 @@ impl Host {
                     }
                     other => other.flatten(),
                 };
-                page(&s, u64::MAX, limit, after, backward)
+                let (ns, next) = page_plan(s.head_n(), limit, after, backward);
+                page_value(&s, &ns, next, &[])
             }
             Read::SessionRead { .. } => json!({
                 "session": session_value(&s, "notLoaded", &path),
@@ -360,16 +470,23 @@ impl Host {
         Flow::Done
     }
 
-    fn read_loaded(&mut self, conn: ConnId, id: &RequestId, sid: &str, r: Read) {
+    fn read_loaded(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        r: Read,
+        io: Option<IoAnswer>,
+    ) -> Flow {
         let l = self.loaded(sid).expect("loaded");
         let answer = |v: Value| super::record::Answer::Result(v);
-        match r {
+        match r.clone() {
             Read::Subscribe { after, .. } => {
                 let after = match after {
                     Some(a) => {
                         if l.s.parse_cursor(&a).is_none() {
                             self.respond_err(conn, id, RpcError::missing_anchor(sid));
-                            return;
+                            return Flow::Done;
                         }
                         a
                     }
@@ -388,11 +505,56 @@ impl Host {
                 let after = match cursor.as_deref().map(|c| l.s.parse_cursor(c)) {
                     Some(None) => {
                         self.respond_err(conn, id, RpcError::missing_anchor(sid));
-                        return;
+                        return Flow::Done;
                     }
                     other => other.flatten(),
                 };
-                let v = page(&l.s, l.synced_bytes, limit, after, backward);
+                let (ns, next) =
+                    page_plan(durable_head(&l.s, l.synced_bytes), limit, after, backward);
+                // Archived events of the page are read first (the request
+                // parks); the archive below its length never changes.
+                let archived: Vec<u64> = ns
+                    .iter()
+                    .copied()
+                    .filter(|n| *n < l.s.first_in_memory_n())
+                    .collect();
+                let mut got = Vec::new();
+                if let (Some(lo), Some(hi)) = (archived.first(), archived.last()) {
+                    let (from, to) = archived_range(&l.s, *lo, *hi);
+                    match io {
+                        Some(IoAnswer::History {
+                            from: f,
+                            to: t,
+                            result,
+                        }) if f == from && t == to => {
+                            let ev = match result {
+                                HistoryResult::Found(bytes) => {
+                                    archived_events(&bytes, from, *lo, *hi).map_err(|c| {
+                                        RpcError::log_corrupt(
+                                            &self.archive_path(sid),
+                                            c.offset,
+                                            &c.detail,
+                                        )
+                                    })
+                                }
+                                HistoryResult::Failed(e) => Err(RpcError::storage_unavailable(e)),
+                            };
+                            match ev {
+                                Ok(ev) => got = ev,
+                                Err(e) => {
+                                    self.respond_err(conn, id, e);
+                                    return Flow::Done;
+                                }
+                            }
+                        }
+                        _ => {
+                            let w = self.request_history(conn, sid, from, to);
+                            return Flow::Park(w, Parsed::Read(r));
+                        }
+                    }
+                }
+                let l = self.loaded(sid).expect("loaded");
+                let v = page_value(&l.s, &ns, next, &got);
                 self.respond(conn, id, &answer(v), None);
             }
             Read::SessionRead { .. } => {
@@ -415,6 +577,7 @@ impl Host {
             }
             Read::Unsubscribe { .. } => unreachable!("handled by the caller"),
         }
+        Flow::Done
     }
 }
 

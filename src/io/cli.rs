@@ -80,6 +80,10 @@ pub struct ServeArgs {
     /// benchmark's baseline, never for production).
     #[arg(long)]
     pub no_group_commit: bool,
+    /// Compact a session's log (snapshot + archive) once this many records
+    /// were appended since its last compaction (32768; 0: never).
+    #[arg(long, value_name = "N", default_value_t = crate::core::DEFAULT_COMPACT_RECORDS)]
+    pub compact_records: u64,
 }
 
 /// Why `msp serve` could not start.
@@ -129,6 +133,7 @@ impl ServeArgs {
         cfg.frame_limit_bytes = self.frame_limit_bytes;
         cfg.idle_unload_ms = self.idle_unload_ms;
         cfg.group_commit = !self.no_group_commit;
+        cfg.compact_records = self.compact_records;
         cfg
     }
 }

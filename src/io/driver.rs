@@ -39,9 +39,11 @@ use super::clock::{until, wall_ms};
 use super::commit::{CommitBug, Committer, SyncRequest, Synced};
 use super::effects::run_effect;
 use super::failpoint::Failpoint;
-use super::storage::{open_session, read_session, OpenedFiles, Step, Storage};
+use super::storage::{open_session, read_history, read_session, OpenedFiles, Step, Storage};
 use super::transport::{self, ConnEvent, ConnHandle};
-use crate::core::{ConnId, EffectOutcome, Host, HostConfig, OpenResult, Output, ReadResult};
+use crate::core::{
+    ConnId, EffectOutcome, HistoryResult, Host, HostConfig, OpenResult, Output, ReadResult,
+};
 
 /// The longest an orderly shutdown may take before the process gives up
 /// waiting (a stuck provider, a disk that never answers).
@@ -87,6 +89,17 @@ enum IoEvent {
     Read {
         token: u64,
         result: ReadResult,
+    },
+    History {
+        token: u64,
+        result: HistoryResult,
+    },
+    /// A compaction finished (its new log's length is what it syncs).
+    Compacted {
+        session: String,
+        epoch: u64,
+        upto: u64,
+        result: Result<std::fs::File, String>,
     },
     /// One batch of the group committer.
     Synced(Vec<Synced<SyncKey>>),
@@ -331,6 +344,17 @@ impl Driver {
                 // as held elsewhere, so the answer needs no correction.
                 self.host.handle_read(token, result, now);
             }
+            IoEvent::History { token, result } => self.host.handle_history(token, result, now),
+            IoEvent::Compacted {
+                session,
+                epoch,
+                upto,
+                result,
+            } => match self.storage.compact_done(&session, epoch, result) {
+                Some(Ok(())) => self.host.handle_synced(&session, upto, now),
+                Some(Err(e)) => self.host.handle_storage_failed(&session, &e, now),
+                None => {}
+            },
             IoEvent::Synced(_) => unreachable!("handled above"),
             IoEvent::EffectDone { token, outcome } => {
                 self.host.handle_effect_done(token, outcome, now)
@@ -465,13 +489,55 @@ impl Driver {
                     }
                 });
             }
-            Output::Read { session, token } => {
+            Output::Read {
+                session,
+                token,
+                history,
+            } => {
                 let layout = self.storage.layout().clone();
                 let guard = self.storage.guard().clone();
                 self.spawn_io(move || {
-                    let result = read_session(&layout, &guard, &session);
+                    let result = read_session(&layout, &guard, &session, history);
                     IoEvent::Read { token, result }
                 });
+            }
+            Output::ReadHistory {
+                session,
+                token,
+                from_bytes,
+                to_bytes,
+            } => {
+                let layout = self.storage.layout().clone();
+                self.spawn_io(move || IoEvent::History {
+                    token,
+                    result: read_history(&layout, &session, from_bytes, to_bytes),
+                });
+            }
+            Output::Compact {
+                session,
+                snapshot,
+                log_from_bytes,
+                log_len_bytes,
+                archive_len_bytes,
+            } => {
+                let upto = snapshot.len() as u64;
+                let abort_at = self.failpoint.as_mut().and_then(|f| f.hit_compaction());
+                let step = self.storage.begin_compact(
+                    &session,
+                    snapshot,
+                    (log_from_bytes, log_len_bytes),
+                    archive_len_bytes,
+                    abort_at,
+                );
+                if let Some(job) = self.storage_step(&session, step) {
+                    let epoch = job.epoch;
+                    self.spawn_io(move || IoEvent::Compacted {
+                        session,
+                        epoch,
+                        upto,
+                        result: job.run(),
+                    });
+                }
             }
             Output::Truncate { session, len_bytes } => {
                 let step = self.storage.truncate(&session, len_bytes);

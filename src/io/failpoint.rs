@@ -7,9 +7,11 @@
 //! between two steps of the intake pair: the core emits
 //! `after-intake-before-ack` right before the sends of answers whose intake
 //! just became durable, so aborting there leaves a synced intake and no
-//! ack. The names are those of [`CrashPoint::name`].
+//! ack. The names are those of [`CrashPoint::name`], and those of
+//! [`CompactStep::name`]: the N-th compaction aborts right after that
+//! step (see `io::storage`).
 
-use crate::core::CrashPoint;
+use crate::core::{CompactStep, CrashPoint};
 
 /// The environment variable read at startup.
 pub const ENV_VAR: &str = "MSP_CRASH_AT";
@@ -17,7 +19,7 @@ pub const ENV_VAR: &str = "MSP_CRASH_AT";
 /// Why an `MSP_CRASH_AT` value was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailpointError {
-    /// The name is not one of [`CrashPoint::ALL`].
+    /// The name is not one of [`CrashPoint::ALL`] or [`CompactStep::ALL`].
     UnknownPoint(String),
     /// The count after `:` is not a positive integer.
     BadCount(String),
@@ -27,7 +29,11 @@ impl std::fmt::Display for FailpointError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FailpointError::UnknownPoint(n) => {
-                let names: Vec<&str> = CrashPoint::ALL.iter().map(|p| p.name()).collect();
+                let names: Vec<&str> = CrashPoint::ALL
+                    .iter()
+                    .map(|p| p.name())
+                    .chain(CompactStep::ALL.iter().map(|s| s.name()))
+                    .collect();
                 write!(f, "unknown crash point {n:?} (known: {})", names.join(", "))
             }
             FailpointError::BadCount(c) => {
@@ -39,10 +45,19 @@ impl std::fmt::Display for FailpointError {
 
 impl std::error::Error for FailpointError {}
 
+/// Where a failpoint fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Point {
+    /// A crash point output.
+    Crash(CrashPoint),
+    /// A step of a compaction.
+    Compact(CompactStep),
+}
+
 /// An armed failpoint: abort at the `nth` hit of `point`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failpoint {
-    point: CrashPoint,
+    point: Point,
     nth: u64,
     hits: u64,
 }
@@ -57,6 +72,13 @@ impl Failpoint {
         let point = CrashPoint::ALL
             .into_iter()
             .find(|p| p.name() == name)
+            .map(Point::Crash)
+            .or_else(|| {
+                CompactStep::ALL
+                    .into_iter()
+                    .find(|s| s.name() == name)
+                    .map(Point::Compact)
+            })
             .ok_or_else(|| FailpointError::UnknownPoint(name.to_string()))?;
         let nth = match count {
             None => 1,
@@ -83,11 +105,21 @@ impl Failpoint {
     /// Counts a crash point the driver reached; true when the process must
     /// die now.
     pub fn hit(&mut self, p: CrashPoint) -> bool {
-        if p != self.point {
+        if Point::Crash(p) != self.point {
             return false;
         }
         self.hits += 1;
         self.hits == self.nth
+    }
+
+    /// Counts a compaction about to run; the step it must abort at, if it
+    /// is the one the failpoint names.
+    pub fn hit_compaction(&mut self) -> Option<CompactStep> {
+        let Point::Compact(step) = self.point else {
+            return None;
+        };
+        self.hits += 1;
+        (self.hits == self.nth).then_some(step)
     }
 }
 
@@ -105,6 +137,17 @@ mod tests {
         );
         assert!(f.hit(CrashPoint::AfterIntakeBeforeAck));
         assert!(!f.hit(CrashPoint::AfterIntakeBeforeAck), "fires once");
+    }
+
+    #[test]
+    fn compaction_steps_fire_on_the_nth_compaction() {
+        let mut f = Failpoint::parse("compact-renamed:2").expect("valid");
+        assert!(!f.hit(CrashPoint::MidGroupCommit));
+        assert_eq!(f.hit_compaction(), None);
+        assert_eq!(f.hit_compaction(), Some(CompactStep::Renamed));
+        assert_eq!(f.hit_compaction(), None, "fires once");
+        let mut g = Failpoint::parse("mid-group-commit").expect("valid");
+        assert_eq!(g.hit_compaction(), None, "not a compaction step");
     }
 
     #[test]

@@ -8,6 +8,19 @@
 //! workers ([`super::commit`]). Appends are plain `write_all` calls into the
 //! page cache, in output order, on the driver's thread.
 //!
+//! Compaction (`Output::Compact`, see `core::snapshot` for the layout) runs
+//! on a blocking thread as a [`CompactJob`]: the archive
+//! (`history.log`) is cut to its valid length, the log's archivable bytes
+//! are appended to it and it is fsynced; the snapshot is written to
+//! `session.log.compact` and fsynced; that file is renamed over
+//! `session.log`; the directory is fsynced. A crash before the rename
+//! leaves the old log (and bytes past the archive's valid length, which
+//! the next compaction cuts off); after it, the new one. Appends the core
+//! makes meanwhile wait in memory and go to the new log, in order, once the
+//! job is done. Every open removes a leftover `session.log.compact` and
+//! fsyncs the session directory, so that a rename a crashed process made is
+//! durable before anything read from it is acknowledged.
+//!
 //! Fault model: any write, truncate or fsync may fail. The first failure of
 //! a session is reported once (the driver feeds it to
 //! `Host::handle_storage_failed`); later operations on that session are
@@ -18,11 +31,12 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::lease::{Lease, LeaseRegistry, Take};
-use crate::core::{OpenMode, OpenResult, ReadResult};
+use crate::core::{CompactStep, HistoryResult, OpenMode, OpenResult, ReadResult};
 
 /// The data directory layout.
 #[derive(Debug, Clone)]
@@ -59,6 +73,17 @@ impl Layout {
     /// `DIR/sessions/<id>/lease`.
     pub fn lease_path(&self, sid: &str) -> PathBuf {
         self.session_dir(sid).join("lease")
+    }
+
+    /// `DIR/sessions/<id>/history.log`: the archive of a compacted log.
+    pub fn archive_path(&self, sid: &str) -> PathBuf {
+        self.session_dir(sid).join("history.log")
+    }
+
+    /// `DIR/sessions/<id>/session.log.compact`: a compaction's new log
+    /// before its rename.
+    pub fn compact_tmp_path(&self, sid: &str) -> PathBuf {
+        self.session_dir(sid).join("session.log.compact")
     }
 
     /// `DIR/providers`: the effect providers' files.
@@ -150,9 +175,13 @@ fn try_open(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((OpenResult::NotFound, None)),
         Err(e) => return Err(e),
     };
-    if !log_existed {
-        sync_dir(&dir)?;
+    // A compaction that died before its rename left its new log behind;
+    // one that died after it may have left the rename unsynced.
+    match std::fs::remove_file(layout.compact_tmp_path(sid)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
     }
+    sync_dir(&dir)?;
     let log = std::fs::read(&log_path)?;
     Ok((
         OpenResult::Opened { log },
@@ -163,10 +192,11 @@ fn try_open(
     ))
 }
 
-/// Carries out `Output::Read` (blocking): the whole log without the lease,
-/// and whether another process holds the lease (never this one: the
-/// registry answers for the leases it holds).
-pub fn read_session(layout: &Layout, guard: &Leases, sid: &str) -> ReadResult {
+/// Carries out `Output::Read` (blocking): the whole log without the lease
+/// (and, with `history`, the whole archive, read after it), and whether
+/// another process holds the lease (never this one: the registry answers
+/// for the leases it holds).
+pub fn read_session(layout: &Layout, guard: &Leases, sid: &str, history: bool) -> ReadResult {
     if !valid_session_id(sid) {
         return ReadResult::NotFound;
     }
@@ -175,13 +205,133 @@ pub fn read_session(layout: &Layout, guard: &Leases, sid: &str) -> ReadResult {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadResult::NotFound,
         Err(e) => return ReadResult::Failed(format!("reading session {sid}: {e}")),
     };
+    let history = if history {
+        match read_or_empty(&layout.archive_path(sid)) {
+            Ok(b) => b,
+            Err(e) => return ReadResult::Failed(format!("reading the archive of {sid}: {e}")),
+        }
+    } else {
+        Vec::new()
+    };
     let held_elsewhere = match guard.held_elsewhere(&layout.lease_path(sid)) {
         Ok(h) => h,
         Err(e) => return ReadResult::Failed(format!("probing the lease of {sid}: {e}")),
     };
     ReadResult::Found {
         log,
+        history,
         held_elsewhere,
+    }
+}
+
+/// Carries out `Output::ReadHistory` (blocking): archive bytes
+/// `from..to`. The archive below a snapshot's length never changes, so no
+/// lease is needed.
+pub fn read_history(layout: &Layout, sid: &str, from: u64, to: u64) -> HistoryResult {
+    if !valid_session_id(sid) || to < from {
+        return HistoryResult::Failed(format!("bad archive read of {sid:?}"));
+    }
+    let read = || -> io::Result<Vec<u8>> {
+        let f = File::open(layout.archive_path(sid))?;
+        let mut buf = vec![0; (to - from) as usize];
+        f.read_exact_at(&mut buf, from)?;
+        Ok(buf)
+    };
+    match read() {
+        Ok(b) => HistoryResult::Found(b),
+        Err(e) => HistoryResult::Failed(format!(
+            "reading bytes {from}..{to} of the archive of {sid}: {e}"
+        )),
+    }
+}
+
+/// A compaction for a blocking thread (see the module docs); its result
+/// goes back to [`Storage::compact_done`] with the same epoch.
+#[derive(Debug)]
+pub struct CompactJob {
+    layout: Layout,
+    sid: String,
+    old_log: Arc<File>,
+    snapshot: Vec<u8>,
+    log_from_bytes: u64,
+    log_len_bytes: u64,
+    archive_len_bytes: u64,
+    /// The incarnation of the session's files this compaction belongs to.
+    pub epoch: u64,
+    /// `MSP_CRASH_AT` names a step of this compaction: abort there.
+    pub abort_at: Option<CompactStep>,
+}
+
+impl CompactJob {
+    /// Runs the compaction; the new log comes back open for appending.
+    pub fn run(self) -> Result<File, String> {
+        self.steps()
+            .map_err(|e| format!("compacting session {}: {e}", self.sid))
+    }
+
+    fn failpoint(&self, step: CompactStep) {
+        if self.abort_at == Some(step) {
+            eprintln!(
+                "msp serve: {}={} reached; aborting",
+                super::failpoint::ENV_VAR,
+                step.name()
+            );
+            std::process::abort();
+        }
+    }
+
+    fn steps(&self) -> io::Result<File> {
+        let dir = self.layout.session_dir(&self.sid);
+        // 1. The archive: cut what an interrupted compaction left, append
+        //    the log's archivable bytes, sync.
+        let archive_path = self.layout.archive_path(&self.sid);
+        let existed = exists(&archive_path)?;
+        let archive = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&archive_path)?;
+        let len = archive.metadata()?.len();
+        if len < self.archive_len_bytes {
+            return Err(io::Error::other(format!(
+                "the archive has {len} bytes, its log says {}",
+                self.archive_len_bytes
+            )));
+        }
+        archive.set_len(self.archive_len_bytes)?;
+        let mut at = self.log_from_bytes;
+        let mut out = self.archive_len_bytes;
+        let mut buf = vec![0u8; 1 << 20];
+        while at < self.log_len_bytes {
+            let n = ((self.log_len_bytes - at) as usize).min(buf.len());
+            self.old_log.read_exact_at(&mut buf[..n], at)?;
+            archive.write_all_at(&buf[..n], out)?;
+            at += n as u64;
+            out += n as u64;
+        }
+        archive.sync_data()?;
+        if !existed {
+            sync_dir(&dir)?;
+        }
+        self.failpoint(CompactStep::Archived);
+        // 2. The new log under its temporary name.
+        let tmp = self.layout.compact_tmp_path(&self.sid);
+        let mut new_log = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .truncate(false)
+            .open(&tmp)?;
+        new_log.set_len(0)?;
+        new_log.write_all(&self.snapshot)?;
+        new_log.sync_data()?;
+        self.failpoint(CompactStep::Written);
+        // 3. The rename; 4. the directory.
+        std::fs::rename(&tmp, self.layout.log_path(&self.sid))?;
+        self.failpoint(CompactStep::Renamed);
+        sync_dir(&dir)?;
+        Ok(new_log)
     }
 }
 
@@ -213,6 +363,8 @@ struct Held {
     _lease: Lease<File>,
     epoch: u64,
     failed: bool,
+    /// A compaction is running: appends wait here for the new log.
+    compacting: Option<Vec<Vec<u8>>>,
 }
 
 /// An fsync for the group committer; its result goes back to
@@ -281,6 +433,7 @@ impl Storage {
             _lease: files.lease,
             epoch,
             failed: false,
+            compacting: None,
         };
         let previous = self.held.insert(sid.to_string(), held);
         debug_assert!(
@@ -306,9 +459,83 @@ impl Storage {
     }
 
     /// `Output::Append`: writes at the end of the log (volatile until a
-    /// sync covers it).
+    /// sync covers it); while a compaction runs, the bytes wait for the new
+    /// log.
     pub fn append(&mut self, sid: &str, bytes: &[u8]) -> Step<()> {
+        if let Some(q) = self
+            .held
+            .get_mut(sid)
+            .filter(|h| !h.failed)
+            .and_then(|h| h.compacting.as_mut())
+        {
+            q.push(bytes.to_vec());
+            return Step::Done(());
+        }
         self.with_held(sid, |h| (&*h.log).write_all(bytes))
+    }
+
+    /// `Output::Compact`: the job to run on a blocking thread. `abort_at`:
+    /// the `MSP_CRASH_AT` step to abort at, if this compaction is the one
+    /// it names.
+    pub fn begin_compact(
+        &mut self,
+        sid: &str,
+        snapshot: Vec<u8>,
+        log_range: (u64, u64),
+        archive_len_bytes: u64,
+        abort_at: Option<CompactStep>,
+    ) -> Step<CompactJob> {
+        let layout = self.layout.clone();
+        let step = self.with_held(sid, |h| {
+            Ok(CompactJob {
+                layout,
+                sid: sid.to_string(),
+                old_log: Arc::clone(&h.log),
+                snapshot,
+                log_from_bytes: log_range.0,
+                log_len_bytes: log_range.1,
+                archive_len_bytes,
+                epoch: h.epoch,
+                abort_at,
+            })
+        });
+        if let (Step::Done(_), Some(h)) = (&step, self.held.get_mut(sid)) {
+            debug_assert!(h.compacting.is_none(), "one compaction at a time");
+            h.compacting = Some(Vec::new());
+        }
+        step
+    }
+
+    /// A compaction finished. `None`: stale (old epoch or already failed),
+    /// feed nothing; `Some(Ok)`: the new log is in place and the appends
+    /// made meanwhile are written to it, feed `handle_synced`; `Some(Err)`:
+    /// feed `handle_storage_failed`.
+    pub fn compact_done(
+        &mut self,
+        sid: &str,
+        epoch: u64,
+        result: Result<File, String>,
+    ) -> Option<Result<(), String>> {
+        let h = self.held.get_mut(sid)?;
+        if h.epoch != epoch || h.failed {
+            return None;
+        }
+        let queued = h.compacting.take().unwrap_or_default();
+        let file = match result {
+            Ok(f) => f,
+            Err(e) => {
+                h.failed = true;
+                return Some(Err(e));
+            }
+        };
+        h.log = Arc::new(file);
+        for bytes in queued {
+            if let Err(e) = (&*h.log).write_all(&bytes) {
+                h.failed = true;
+                return Some(Err(e.to_string()));
+            }
+        }
+        Some(Ok(()))
     }
 
     /// `Output::Truncate`: cuts a torn tail and makes the cut durable.
@@ -391,9 +618,10 @@ mod tests {
         );
         assert!(f2.is_none());
         assert_eq!(
-            read_session(&layout, &other, SID),
+            read_session(&layout, &other, SID, false),
             ReadResult::Found {
                 log: b"abc".to_vec(),
+                history: Vec::new(),
                 held_elsewhere: true
             }
         );
@@ -416,7 +644,10 @@ mod tests {
         assert_eq!(r, OpenResult::NotFound);
         assert!(f.is_none());
         assert!(!layout.session_dir(SID).exists());
-        assert_eq!(read_session(&layout, &guard, SID), ReadResult::NotFound);
+        assert_eq!(
+            read_session(&layout, &guard, SID, false),
+            ReadResult::NotFound
+        );
     }
 
     #[test]

@@ -145,6 +145,8 @@ struct Adm {
 struct Lifetime {
     sig: String,
     answer: Result<Value, Value>,
+    /// The session's lease grants so far when it was first answered.
+    loads: u64,
 }
 
 /// The reference model of one run.
@@ -175,10 +177,17 @@ pub struct Model {
     /// reached that host (an earlier copy's answer may have gone to a link
     /// that closed before the host wrote it).
     adm: BTreeMap<(usize, u64, String, String), Adm>,
+    /// Lease grants per session (a reload counts).
+    loads: BTreeMap<String, u64>,
     /// Ephemeral sessions by the host incarnation that holds them.
     eph_owner: BTreeMap<String, (usize, u64)>,
+    /// Faults healed: the run must converge by its end.
+    healed: bool,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
+    /// The holder of a rotten session at the moment of the damage: it may
+    /// go on from memory until it lets go; nobody may load the damaged log.
+    rot_holder: BTreeMap<String, (usize, u64)>,
 }
 
 fn host_of(e: &Entry) -> usize {
@@ -272,6 +281,18 @@ impl Model {
                 self.storage_failed(h, *inc, session);
             }
             What::AppendFailed { inc, session } => self.storage_failed(h, *inc, session),
+            What::Phase(p) if p == "liveness" => self.healed = true,
+            What::BitRot { session, offset } => {
+                let f = self.files.entry(session.clone()).or_default();
+                if let Some(b) = f.bytes.get_mut(*offset as usize) {
+                    *b ^= 0x20;
+                }
+                f.damaged = true;
+                self.rotten.insert(session.clone(), idx);
+                if let Some(holder) = self.leases.get(session) {
+                    self.rot_holder.insert(session.clone(), *holder);
+                }
+            }
             What::CrashKeep {
                 session,
                 kept_bytes,
@@ -316,7 +337,44 @@ impl Model {
                 continue;
             }
             let s = &self.sessions[&sid];
-            s.check_owed(&mut self.rep, true);
+            // An ephemeral session is known only by what its host sent:
+            // an effect nobody was subscribed to see is not missing.
+            if s.durable {
+                s.check_owed(&mut self.rep, true);
+            }
+            // A durable session whose last holder is alive (or that was
+            // unloaded in order) has converged once healed: every intake
+            // settled, nothing running, queued or pending. One whose
+            // holder died and that nobody loaded since is exempt (its
+            // recovery has not run); so is a log with unsynced bytes.
+            let settled_file = self
+                .files
+                .get(&sid)
+                .is_some_and(|f| f.durable_len == f.bytes.len() && f.consumed == f.bytes.len());
+            if !self.healed || !s.durable || self.dead_holder.contains(&sid) || !settled_file {
+                continue;
+            }
+            for i in s.ledger.values().filter(|i| i.settled.is_none()) {
+                self.rep.fail_at_end(
+                    "intake-settled",
+                    &format!("end {}", i.cid),
+                    format!("session {sid}: {} {} never settled", i.method, i.cid),
+                );
+            }
+            if let Some(t) = &s.running {
+                self.rep.fail_at_end(
+                    "turn-lifecycle",
+                    &format!("end-run {t}"),
+                    format!("session {sid}: turn {t} never ended"),
+                );
+            }
+            if let Some(t) = s.queue.first() {
+                self.rep.fail_at_end(
+                    "turn-lifecycle",
+                    &format!("end-queue {t}"),
+                    format!("session {sid}: turn {t} is still queued at the end"),
+                );
+            }
         }
         self.rep
     }
@@ -337,6 +395,7 @@ impl Model {
             self.dead_holder.insert(s.clone());
             self.leases.remove(&s);
         }
+        self.rot_holder.retain(|_, x| *x != (h, inc));
         // A host that dies before recording an effect's outcome leaves
         // its successor unable to know it (unless a keyed query tells).
         for t in self.effects.values_mut() {
@@ -378,6 +437,7 @@ impl Model {
             }
         }
         self.leases.insert(sid.to_string(), (h, inc));
+        *self.loads.entry(sid.to_string()).or_insert(0) += 1;
         let len = self.files.get(sid).map_or(0, |f| f.bytes.len());
         let recovery = self.dead_holder.remove(sid);
         self.lives.entry(sid.to_string()).or_default().push(Life {
@@ -417,6 +477,9 @@ impl Model {
         }
         if self.leases.get(sid) == Some(&(h, inc)) {
             self.leases.remove(sid);
+        }
+        if self.rot_holder.get(sid) == Some(&(h, inc)) {
+            self.rot_holder.remove(sid);
         }
         for l in self.links.values_mut() {
             for r in l.reqs.values_mut() {
@@ -542,6 +605,7 @@ impl Model {
                     sess.created = true;
                     sess.start_cid = b["startCommandId"].as_str().map(str::to_string);
                     sess.created_at_ms = b["createdAtMs"].as_u64();
+                    sess.workspace_root = b["workspaceRoot"].clone();
                 }
                 "loaded" => {
                     if !sess.recovering {
@@ -579,6 +643,9 @@ impl Model {
                     sess.check_owed(&mut self.rep, false);
                     let decided = !matches!(method.as_str(), "session/start" | "session/resume");
                     sess.admit(&mut self.rep, &cid, &method, &params, answer, decided);
+                    if let Some(i) = sess.ledger.get_mut(&wire::key(&cid)) {
+                        i.writer = Some(r.writer);
+                    }
                 }
                 "settled" => {
                     let cid = b["commandId"].as_str().unwrap_or_default().to_string();
@@ -656,8 +723,10 @@ impl Model {
                 None => false,
             };
             // An ephemeral host's decision may have reached no subscriber:
-            // only a durable one is judged here.
-            let ok = ok || !durable;
+            // only a durable one is judged here; and a host that kept a
+            // rotten session in memory has decisions the model cannot read.
+            let from_memory = self.rot_holder.get(sid) == Some(&(h, inc));
+            let ok = ok || !durable || from_memory;
             self.rep.check(ok, "effect-durability", &format!("perform {key}"), || {
                 format!("host{h} performed {action:?} at {provider} for {key} without a durable approval of exactly that ({ap:?})")
             });
@@ -866,7 +935,7 @@ impl Model {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
         if !wire::is_command(&method) {
-            self.read_answered(h, link, &req, &outcome);
+            self.read_answered(h, inc, &req, &outcome);
             return;
         }
         let Some(cid) = req.cid.clone() else { return };
@@ -893,6 +962,19 @@ impl Model {
                 self.subscribe(link, s, f);
             }
         }
+        // An ephemeral host's session is known by the events it sent; a
+        // snapshot resume past what was sent means events nobody saw: the
+        // model cannot judge that session's admissions any more.
+        if let (Ok(r), Some(s), false) = (&outcome, &sid, durable_host) {
+            if method == "session/resume" {
+                let head = r["viewCursor"].as_str().and_then(|c| wire::cursor_of(s, c));
+                if let (Some((n, _)), Some(sess)) = (head, self.sessions.get_mut(s)) {
+                    if n > sess.head {
+                        sess.blind = true;
+                    }
+                }
+            }
+        }
         let recorded = wire::is_recorded(&outcome);
         let reason = outcome
             .as_ref()
@@ -901,6 +983,17 @@ impl Model {
             .map(str::to_string);
         if reason.as_deref() == Some("command_id_conflict") {
             self.rep.hit("3 reject command_id_conflict");
+            let recorded = sid
+                .as_ref()
+                .and_then(|s| self.sessions.get(s))
+                .and_then(|s| s.ledger.get(&k))
+                .filter(|i| i.method == method)
+                .map(|i| i.params.clone());
+            if let (Some(orig), Some(mine)) = (recorded, wire::normalise(&method, &req.params)) {
+                if changed_params(&orig, &mine) == 1 {
+                    self.rep.hit("4.4 conflicting reuse, one param changed");
+                }
+            }
             let other = self
                 .recv_sigs
                 .get(&k)
@@ -923,6 +1016,10 @@ impl Model {
             return;
         }
         let Some(sid) = sid else { return };
+        if self.rotten.contains_key(&sid) {
+            self.rotten_answer(h, inc, &sid, &method, &cid, &outcome);
+            return;
+        }
         if !recorded {
             self.judge_error(h, inc, &sid, &req, &outcome);
             return;
@@ -976,6 +1073,16 @@ impl Model {
             self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
                 format!("host{h} answered {method} {cid} with {got}; the ledger allows {allowed:?} (settled {:?})", i.settled)
             });
+            if !fresh && i.writer.is_some_and(|w| w != (h, inc)) {
+                self.rep.hit("4.4 replay after a restart");
+            }
+            let mut raw = req.params.clone();
+            if let Some(o) = raw.as_object_mut() {
+                o.remove("commandId");
+            }
+            if !fresh && raw != i.params && ok {
+                self.rep.hit("4.4 same payload, other spelling");
+            }
             if !fresh {
                 self.rep.hit(match (&i.settled, abandoned) {
                     (_, true) => "4.4 replay of an abandoned command",
@@ -1033,7 +1140,9 @@ impl Model {
                         decided,
                     );
                     let window = self.adm_window(h, inc, &k, &req);
-                    let ok = window.is_empty()
+                    let blind = self.sessions.get(&sid).is_some_and(|s| s.blind);
+                    let ok = blind
+                        || window.is_empty()
                         || window.iter().any(|e| expected_matches(e, &cid, &outcome));
                     self.rep.check(ok, "admission-decision", &format!("eph {k}"), || {
                         format!("{method} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted")
@@ -1043,17 +1152,22 @@ impl Model {
                     if req.sig.as_deref() != Some(sig.as_str()) {
                         self.rep.fail("payload-identity", &format!("replayed-conflict {k}"), format!("{method} {cid} with another payload got a recorded answer instead of command_id_conflict"));
                     } else {
-                        let launch_failed = self
+                        // After an ack, a turn whose input asks for a failed
+                        // launch answers that failure (launch_failed when it
+                        // started fresh, deferred_start_failed when queued).
+                        let disposition = first.as_ref().ok().map(|r| r["disposition"].clone());
+                        let failing = self
                             .sessions
                             .get(&sid)
                             .and_then(|s| s.turns.get(&cid))
-                            .is_some_and(|t| t.st == TurnSt::LaunchFailed);
+                            .is_some_and(|t| t.script.fail_launch || t.st == TurnSt::LaunchFailed);
+                        let want = match disposition.as_ref().and_then(Value::as_str) {
+                            Some("queued") => Some("deferred_start_failed"),
+                            Some("started") => Some("launch_failed"),
+                            _ => None,
+                        };
                         let ok = outcome == first
-                            || (launch_failed
-                                && matches!(
-                                    reason.as_deref(),
-                                    Some("launch_failed" | "deferred_start_failed")
-                                ));
+                            || (failing && reason.is_some() && reason.as_deref() == want);
                         let prop = if first.is_err() {
                             "rejection-idempotency"
                         } else {
@@ -1091,6 +1205,9 @@ impl Model {
                     format!("host{h} answered carrier-less {} {cid} with {outcome:?}, earlier {:?} in the same host lifetime", req.method, first.answer)
                 });
                 self.rep.hit("4.4 carrier-less replay, same host");
+                if self.loads.get(sid).copied().unwrap_or(0) > first.loads {
+                    self.rep.hit("4.4 carrier-less replay, after reload");
+                }
             }
             None => {
                 let earlier = self
@@ -1111,7 +1228,7 @@ impl Model {
                 let window = self.adm_window(h, inc, &k, req);
                 let ok =
                     window.is_empty() || window.iter().any(|e| expected_matches(e, cid, &outcome));
-                let judged = self.sessions.contains_key(sid);
+                let judged = self.sessions.get(sid).is_some_and(|s| !s.blind);
                 self.rep.check(!judged || ok, "admission-decision", &format!("cl-decide {k} {h}.{inc}"), || {
                     format!("{} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted", req.method)
                 });
@@ -1133,14 +1250,45 @@ impl Model {
                         _ => {}
                     }
                 }
+                let loads = self.loads.get(sid).copied().unwrap_or(0);
                 self.lifetime.insert(
                     lk,
                     Lifetime {
                         sig,
                         answer: outcome,
+                        loads,
                     },
                 );
             }
+        }
+    }
+
+    /// An answer about a session whose log rotted: only the host that had
+    /// it loaded at the damage (and kept it) may answer from memory; any
+    /// other must refuse it (`logCorrupt`, PROTOCOL.md 4.4), never answer
+    /// from the damaged log.
+    fn rotten_answer(
+        &mut self,
+        h: usize,
+        inc: u64,
+        sid: &str,
+        method: &str,
+        cid: &str,
+        outcome: &Result<Value, Value>,
+    ) {
+        if self.rot_holder.get(sid) == Some(&(h, inc)) {
+            return;
+        }
+        let refused = outcome.as_ref().err().is_some_and(|e| e["code"] != -32030);
+        self.rep.check(refused, "log-integrity", &format!("rot-answer {sid} {h}.{inc}"), || {
+            format!("host{h} answered {method} {cid} of session {sid} with {outcome:?} after its log rotted (must refuse: logCorrupt)")
+        });
+        if outcome
+            .as_ref()
+            .err()
+            .is_some_and(|e| e["data"]["reason"] == "logCorrupt")
+        {
+            self.rep.hit("4.4 corrupt log refused");
         }
     }
 
@@ -1172,7 +1320,11 @@ impl Model {
             -32021 => req.holders.iter().any(|x| x.is_some() && *x != me),
             -32024 => req.holders.iter().any(|x| *x != me),
             -32020 => !req.existed || !self.durable_run,
-            -32053..=-32050 => req.window.contains(&Expected::Error(code)) || req.window.is_empty(),
+            -32053..=-32050 => {
+                req.window.contains(&Expected::Error(code))
+                    || req.window.is_empty()
+                    || self.sessions.get(sid).is_some_and(|s| s.blind)
+            }
             -32603 => {
                 req.storage_failed
                     || e["data"]["reason"] == "logCorrupt"
@@ -1231,37 +1383,17 @@ impl Model {
             return;
         };
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
-        let Some(l) = self.links.get_mut(&link) else {
-            return;
-        };
-        let sub = l.subs.entry(sid.clone()).or_default();
-        if !sub.active {
-            self.rep.fail("view-cursor-order", &format!("unsub {link} {sid}"), format!("host{h} sent {method} #{n} of session {sid} on link{link}, which is not subscribed to it"));
-            return;
-        }
-        if (n, k) <= sub.last_nk {
-            self.rep.fail(
-                "view-cursor-order",
-                &format!("order {link} {sid}"),
-                format!(
-                    "link{link}: {method} at cursor {n}.{k} of session {sid} after {:?}",
-                    sub.last_nk
-                ),
-            );
+        if self.rotten.contains_key(&sid) {
+            let ok = self.rot_holder.get(&sid) == Some(&(h, _inc));
+            self.rep.check(ok, "log-integrity", &format!("rot-event {sid} {h}.{_inc}"), || {
+                format!("host{h} sent {method} #{n} of session {sid} after its log rotted, from a load of the damaged log")
+            });
             return;
         }
-        sub.last_nk = (n, k);
+        self.link_order(h, link, &sid, method, n, k);
         if k > 0 {
             return;
         }
-        let ok = n >= sub.lo && n <= sub.hi;
-        let (lo, hi) = (sub.lo, sub.hi);
-        sub.last = n;
-        sub.lo = n + 1;
-        sub.hi = n + 1;
-        self.rep.check(ok, "view-cursor-order", &format!("gap {link} {sid}"), || {
-            format!("link{link}: durable event #{n} of session {sid} where #{lo}..=#{hi} was due (a gap or a repeat)")
-        });
         if durable_host {
             let known = self
                 .sessions
@@ -1311,26 +1443,169 @@ impl Model {
         }
     }
 
-    fn read_answered(&mut self, h: usize, link: u64, req: &Req, outcome: &Result<Value, Value>) {
-        let _ = (h, link);
+    /// The order rules of one link's view of one session (PROTOCOL.md 4.2,
+    /// 4.5): events only while subscribed, cursors strictly increasing, and
+    /// durable ones gapless from the subscription point.
+    fn link_order(&mut self, h: usize, link: u64, sid: &str, method: &str, n: u64, k: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let sub = l.subs.entry(sid.to_string()).or_default();
+        if !sub.active {
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("unsub {link} {sid}"),
+                format!("host{h} sent {method} #{n} of session {sid} on link{link}, which is not subscribed to it"),
+            );
+            return;
+        }
+        if (n, k) <= sub.last_nk {
+            let last = sub.last_nk;
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("order {link} {sid}"),
+                format!("link{link}: {method} at cursor {n}.{k} of session {sid} after {last:?}"),
+            );
+            return;
+        }
+        sub.last_nk = (n, k);
+        if k > 0 {
+            return;
+        }
+        let ok = n >= sub.lo && n <= sub.hi;
+        let (lo, hi) = (sub.lo, sub.hi);
+        sub.last = n;
+        sub.lo = n + 1;
+        sub.hi = n + 1;
+        self.rep.check(ok, "view-cursor-order", &format!("gap {link} {sid}"), || {
+            format!("link{link}: durable event #{n} of session {sid} where #{lo}..=#{hi} was due (a gap or a repeat)")
+        });
+    }
+
+    /// A read (PROTOCOL.md 4.2). A read is not recorded, so the point it
+    /// shows is known by its cursor only: it is judged when the model
+    /// stands at that cursor (the usual case on a durable host, whose
+    /// loaded reads wait for every record they fold to be synced).
+    fn read_answered(&mut self, h: usize, inc: u64, req: &Req, outcome: &Result<Value, Value>) {
         let Ok(r) = outcome else { return };
-        if req.method == "session/read" {
-            if !r["history"]["snapshot"]["state"]["pendingCommands"].is_null() {
-                self.rep.hit("4.4 pendingCommands read");
-            }
-            if let Some(list) = r["history"]["snapshot"]["state"]["pendingCommands"].as_array() {
-                for c in list {
-                    let m = c["method"].as_str().unwrap_or_default();
-                    self.rep.check(
-                        !wire::CARRIERLESS_METHODS.contains(&m),
-                        "pending-visible",
-                        &format!("cl-pending {}", c["commandId"]),
-                        || format!("pendingCommands lists carrier-less {m} {}", c["commandId"]),
-                    );
+        let Some(sid) = req.sid.clone() else { return };
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if self.rotten.contains_key(&sid) && self.rot_holder.get(&sid) != Some(&(h, inc)) {
+            self.rep.fail(
+                "log-integrity",
+                &format!("rot-read {sid} {h}.{inc}"),
+                format!(
+                    "host{h} answered {} of session {sid} from its damaged log",
+                    req.method
+                ),
+            );
+            return;
+        }
+        if req.method != "session/read" || !durable_host || self.rotten.contains_key(&sid) {
+            return;
+        }
+        let Some(sess) = self.sessions.get(&sid) else {
+            return;
+        };
+        let at = r["viewCursor"]
+            .as_str()
+            .and_then(|c| wire::cursor_of(&sid, c));
+        if at != Some((sess.head, 0)) {
+            return;
+        }
+        let subject = format!("read {sid} {}", self.rep.at);
+        // Loaded here, or not, at some point while the read was handled.
+        let loaded = r["session"]["status"] != "notLoaded";
+        let me = Some((h, inc));
+        let possible = if loaded {
+            req.holders.contains(&me)
+        } else {
+            req.holders.iter().any(|x| *x != me)
+        };
+        self.rep.check(possible, "read-consistency", &subject, || {
+            format!(
+                "session {sid}: host{h} read it as {} though it was {} throughout",
+                r["session"]["status"],
+                if loaded {
+                    "not loaded there"
+                } else {
+                    "loaded there"
                 }
+            )
+        });
+        sess.judge_session(&mut self.rep, &subject, &r["session"], loaded);
+        sess.judge_snapshot(&mut self.rep, &subject, &r["history"]["snapshot"], false);
+        sess.judge_pending_requests(&mut self.rep, &subject, &r["pendingRequests"]);
+        // pendingCommands: a log read, identical from every connection:
+        // every queued submit durable before the read arrived is listed,
+        // nothing listed is settled-before-the-read or carrier-less, in
+        // intake order.
+        let listed = r["history"]["snapshot"]["state"]["pendingCommands"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut last_seq = 0;
+        for c in &listed {
+            let cid = c["commandId"].as_str().unwrap_or_default();
+            let m = c["method"].as_str().unwrap_or_default();
+            let i = sess.ledger.get(&wire::key(cid));
+            // An intake the model has not seen yet is one the host wrote
+            // and has not synced (a read folds what the file holds).
+            let unsynced = self
+                .files
+                .get(&sid)
+                .is_some_and(|f| f.consumed < f.bytes.len());
+            let ok = !wire::CARRIERLESS_METHODS.contains(&m)
+                && match i {
+                    Some(i) => i.method == m && i.seq > last_seq,
+                    None => unsynced,
+                };
+            self.rep.check(ok, "pending-visible", &format!("listed {cid}"), || {
+                format!("session {sid}: pendingCommands lists {m} {cid}, which is not a pending intake of it (in intake order)")
+            });
+            if let Some(i) = i {
+                last_seq = i.seq;
             }
         }
+        for t in &sess.queue {
+            let Some(i) = sess
+                .turns
+                .get(t)
+                .and_then(|x| sess.ledger.get(&wire::key(&x.cid)))
+            else {
+                continue;
+            };
+            if i.at < req.recv_at && i.settled.is_none() {
+                let shown = listed
+                    .iter()
+                    .any(|c| c["commandId"].as_str().map(wire::key) == Some(wire::key(&i.cid)));
+                self.rep.check(shown, "pending-visible", &format!("unlisted {}", i.cid), || {
+                    format!("session {sid}: queued turn/start {} was pending before the read and is missing from pendingCommands {listed:?}", i.cid)
+                });
+            }
+        }
+        self.rep.hit("4.4 pendingCommands read");
     }
+}
+
+/// How many defined params differ between two normalised payloads (the
+/// members of `requirementId` count one each).
+fn changed_params(a: &Value, b: &Value) -> usize {
+    let keys: BTreeSet<&String> = a
+        .as_object()
+        .into_iter()
+        .chain(b.as_object())
+        .flat_map(|o| o.keys())
+        .collect();
+    keys.into_iter()
+        .map(|k| match (&a[k], &b[k]) {
+            (x, y) if x == y => 0,
+            (x @ Value::Object(_), y @ Value::Object(_)) if k == "requirementId" => {
+                changed_params(x, y)
+            }
+            _ => 1,
+        })
+        .sum()
 }
 
 /// `{"result": ..}` or `{"error": ..}`.

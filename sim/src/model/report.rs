@@ -22,6 +22,10 @@ impl Report {
     /// Records a violation of `property` about `subject` (said once per
     /// property and subject).
     pub fn fail(&mut self, property: &'static str, subject: &str, detail: String) {
+        debug_assert!(
+            crate::oracle::PROPERTIES.contains(&property),
+            "{property} is not a listed property"
+        );
         if self.said.insert((property, subject.to_string())) {
             self.violations
                 .push(Violation::new(property, Some(self.at), detail));
@@ -30,6 +34,10 @@ impl Report {
 
     /// Records a violation found at the end of the run.
     pub fn fail_at_end(&mut self, property: &'static str, subject: &str, detail: String) {
+        debug_assert!(
+            crate::oracle::PROPERTIES.contains(&property),
+            "{property} is not a listed property"
+        );
         if self.said.insert((property, subject.to_string())) {
             self.violations.push(Violation::new(property, None, detail));
         }
@@ -114,3 +122,7 @@ pub const RULES: &[&str] = &[
     "4.4 effect outcome unknown",
     "4.4 pendingCommands read",
 ];
+
+/// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep
+/// must exercise each.
+pub const BITROT_RULES: &[&str] = &["4.4 corrupt log refused"];

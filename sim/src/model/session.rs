@@ -133,6 +133,8 @@ pub struct Intake {
     pub seq: u64,
     /// The trace index at which the model consumed it.
     pub at: usize,
+    /// The host incarnation that wrote it (durable hosts).
+    pub writer: Option<(usize, u64)>,
 }
 
 /// Everything a read or snapshot shows, at one point of the stream.
@@ -169,6 +171,8 @@ pub struct Sess {
     pub created: bool,
     /// The `session/start` that created it.
     pub start_cid: Option<String>,
+    /// `workspaceRoot` of the session's creation.
+    pub workspace_root: Value,
     /// Turns by id.
     pub turns: BTreeMap<String, Turn>,
     /// The running turn.
@@ -199,6 +203,9 @@ pub struct Sess {
     pub open: bool,
     /// Recovery is running (records of a new life after a dead holder).
     pub recovering: bool,
+    /// Ephemeral: the model missed events of this session (its host went
+    /// on with nobody subscribed): its admissions are no longer judged.
+    pub blind: bool,
     /// Ephemeral: events sent ahead of a gap, by ordinal.
     pub ahead: BTreeMap<u64, (String, Value, u64)>,
     /// Unsettled command ids at the last point a view was taken.
@@ -417,6 +424,21 @@ impl Sess {
         if decided {
             self.judge_admission(rep, cid, method, params, &answer);
         }
+        // On a durable host the intake's place in the log is exact: what
+        // the answer shows is the state right there. (An ephemeral host's
+        // answers are judged by window, in the caller.)
+        if let (Ok(r), true) = (&answer, self.durable) {
+            match method {
+                "session/resume" => self.judge_resume(rep, cid, params, r),
+                "session/start" => self.judge_session(
+                    rep,
+                    &format!("start {}", wire::key(cid)),
+                    &r["session"],
+                    true,
+                ),
+                _ => {}
+            }
+        }
         self.next_seq += 1;
         let mut owed = None;
         if let Ok(r) = &answer {
@@ -466,6 +488,7 @@ impl Sess {
                 owed,
                 seq: self.next_seq,
                 at: rep.at,
+                writer: None,
             },
         );
     }
@@ -553,6 +576,186 @@ impl Sess {
                 _ => {}
             }
         }
+    }
+
+    /// A `Session` object (PROTOCOL.md 4.5) against the state now: `loaded`
+    /// when the answering host has the session loaded.
+    pub fn judge_session(&self, rep: &mut Report, subject: &str, v: &Value, loaded: bool) {
+        let status = match (loaded, &self.running) {
+            (false, _) => "notLoaded",
+            (true, Some(_)) => "running",
+            (true, None) => "idle",
+        };
+        let path = if self.durable {
+            format!(
+                "{}/sessions/{}/session.log",
+                crate::process::DATA_DIR,
+                self.id
+            )
+        } else {
+            String::new()
+        };
+        let mut want = json!({
+            "sessionId": self.id,
+            "status": status,
+            "turnCount": self.turn_count,
+            "path": path,
+            "workspaceRoot": self.workspace_root,
+            "providerId": "msp",
+            "modelId": "scripted",
+            "forkedFrom": null,
+            "activeTurnId": self.running,
+        });
+        if let Some(ms) = self.created_at_ms {
+            want["createdAt"] = json!(iso8601(ms));
+        }
+        let mut got = v.clone();
+        if let Some(o) = got.as_object_mut() {
+            o.remove("updatedAt");
+            o.remove("approvalMode");
+            if self.created_at_ms.is_none() {
+                o.remove("createdAt");
+            }
+        }
+        let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
+            && matches!(
+                v["approvalMode"]["source"].as_str(),
+                Some("startup" | "replay")
+            )
+            && v["updatedAt"].as_str() >= v["createdAt"].as_str();
+        rep.check(got == want && mode_ok, "read-consistency", subject, || {
+            format!(
+                "session {}: Session object {v} where the model has {want}",
+                self.id
+            )
+        });
+    }
+
+    /// A `session/resume` answer, judged where its intake sits in the log:
+    /// the snapshot is the state right there.
+    fn judge_resume(&self, rep: &mut Report, cid: &str, p: &Value, r: &Value) {
+        let subject = format!("resume {}", wire::key(cid));
+        self.judge_session(rep, &subject, &r["session"], true);
+        rep.check(
+            r["viewCursor"] == json!(self.cursor(self.head)),
+            "read-consistency",
+            &subject,
+            || {
+                format!(
+                    "session {}: resume answered viewCursor {} at head #{}",
+                    self.id, r["viewCursor"], self.head
+                )
+            },
+        );
+        match p["cursor"].as_str() {
+            Some(c) => {
+                let known = wire::cursor_of(&self.id, c).is_some_and(|(n, _)| n <= self.head);
+                let want = json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"});
+                rep.check(
+                    known && r["history"] == want,
+                    "read-consistency",
+                    &subject,
+                    || {
+                        format!(
+                            "session {}: resume from cursor {c} (head #{}) answered history {}",
+                            self.id, self.head, r["history"]
+                        )
+                    },
+                );
+            }
+            None => {
+                let h = &r["history"];
+                let shape = h["mode"] == "snapshot" && h["items"].is_null();
+                rep.check(shape, "read-consistency", &subject, || {
+                    format!("session {}: snapshot resume answered history {h}", self.id)
+                });
+                self.judge_snapshot(rep, &subject, &h["snapshot"], true);
+            }
+        }
+        self.judge_pending_requests(rep, &subject, &r["pendingRequests"]);
+    }
+
+    /// `pendingRequests`: the pending approvals as pointers.
+    pub fn judge_pending_requests(&self, rep: &mut Report, subject: &str, v: &Value) {
+        let want: Vec<Value> = self
+            .pending_approvals()
+            .iter()
+            .map(|a| json!({"kind": "approval", "approvalId": a.params["approvalId"], "viewCursor": a.params["viewCursor"]}))
+            .collect();
+        rep.check(
+            *v == Value::Array(want.clone()),
+            "read-consistency",
+            subject,
+            || {
+                format!(
+                    "session {}: pendingRequests {v} where the model has {want:?}",
+                    self.id
+                )
+            },
+        );
+    }
+
+    /// A `ViewSnapshot` against the state now. `ledger_exact`: the point
+    /// is exact for intakes too (a resume's own place in the log), so
+    /// `queuedTurns` and `pendingCommands` are judged.
+    pub fn judge_snapshot(
+        &self,
+        rep: &mut Report,
+        subject: &str,
+        snap: &Value,
+        ledger_exact: bool,
+    ) {
+        let v = self.view();
+        let st = &snap["state"];
+        let mut want = json!({
+            "items": v.items,
+            "activeTurn": v.active,
+            "pendingApprovals": v.pending_approvals,
+            "pendingUserInputs": [],
+            "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
+            "goal": null, "todoList": null, "branch": null,
+            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
+            "turnCount": v.turn_count,
+            "revision": v.revision,
+            "kv": v.kv,
+        });
+        let mut got = st.clone();
+        if let Some(o) = got.as_object_mut() {
+            o.remove("approvalMode");
+            if !ledger_exact {
+                o.remove("queuedTurns");
+                o.remove("pendingCommands");
+            }
+        }
+        if ledger_exact {
+            want["queuedTurns"] = v.queued.clone();
+            want["pendingCommands"] = v.pending_commands.clone();
+            rep.hit("4.4 pendingCommands read");
+        }
+        let head_ok = snap["schemaVersion"] == json!(1)
+            && snap["viewCursor"] == json!(self.cursor(self.head));
+        rep.check(got == want && head_ok, "read-consistency", subject, || {
+            let diff: Vec<String> = want
+                .as_object()
+                .map(|w| {
+                    w.iter()
+                        .filter(|(k, x)| got.get(k.as_str()) != Some(x))
+                        .map(|(k, x)| {
+                            format!(
+                                "{k}: host {} model {x}",
+                                got.get(k.as_str()).cloned().unwrap_or(Value::Null)
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "session {}: snapshot at #{} differs from the model: {}",
+                self.id,
+                self.head,
+                diff.join("; ")
+            )
+        });
     }
 
     /// What PROTOCOL.md prescribes for a command admitted now.
@@ -906,7 +1109,6 @@ impl Sess {
         x.started_ms = Some(at_ms);
         x.launched_by = Some(origin.writer);
         self.running = Some(t.clone());
-        self.turn_count += 1;
         let cid = turn.cid.clone();
         self.pay(&cid, &Owed::Launch(t));
     }
@@ -1046,6 +1248,8 @@ impl Sess {
                 }
                 self.turns.get_mut(&t).expect("turn").st = TurnSt::Ended(terminal);
                 self.running = None;
+                // `turnCount`: turns that ran and ended (public `Session`).
+                self.turn_count += 1;
             }
             _ => rep.fail(
                 "turn-lifecycle",
@@ -1563,7 +1767,45 @@ pub enum Expected {
     Any,
 }
 
+/// Unix milliseconds as RFC 3339 UTC with milliseconds
+/// (`2025-08-07T18:22:11.412Z`), the form of `createdAt`.
+pub fn iso8601(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Days to civil date (proleptic Gregorian), era-based.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
 /// An ack with the members the model cannot predict removed.
 pub fn strip_unknowable(_method: &str, v: &Value) -> Value {
     v.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_known_instants() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_754_590_931_412), "2025-08-07T18:22:11.412Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
 }

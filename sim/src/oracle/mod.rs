@@ -1,35 +1,25 @@
-//! Property oracles. Each module checks one property and reads only the
-//! recorded trace (plus the clients' own record of the logical commands
-//! they issued): what clients sent and received, what hosts received and
-//! sent, what hosts wrote, synced and truncated, leases, effects, crashes.
-//! None reads the core's private state.
+//! Judging a run. The judge is the reference model ([`crate::model`]):
+//! an executable specification of PROTOCOL.md that reads the observable
+//! history (what clients and hosts sent and received, what hosts wrote,
+//! synced and truncated, leases, provider calls, crashes) and imports
+//! nothing of `src/core`. Beside it, [`liveness`] reads each client's own
+//! record of its logical commands (every one must get a final answer once
+//! faults heal).
 //!
 //! Fault model: none; oracles judge. The ruled exceptions of the seed
-//! document are modelled, not flagged: carrier-less rows (`turn/interrupt`,
-//! `turn/cancel`, `task/stop`, `task/stopAll`) dedupe only for a host's
-//! lifetime; pending intakes may settle `abandoned` after a crash; a queued
-//! or fresh `turn/start` ack may later answer its launch failure.
+//! document are part of the model: carrier-less rows dedupe for a host's
+//! lifetime only; an intake unsettled at its host's death settles
+//! `abandoned` (never with an effect, never a queued submit); a fresh or
+//! queued `turn/start` ack may later answer its launch failure.
 
-pub mod durable_dedupe;
-pub mod exactly_once;
-pub mod history;
-pub mod lease;
 pub mod liveness;
-pub mod log_integrity;
-pub mod payload_identity;
-pub mod pending_visible;
-pub mod replay_identity;
-pub mod settlement;
-pub mod turn_ids;
-pub mod turn_lifecycle;
-pub mod view_cursor;
+
+use std::collections::BTreeMap;
 
 use crate::client::Client;
 use crate::disk::Disk;
 use crate::trace::Trace;
 use crate::workload::Scenario;
-
-pub use history::History;
 
 /// One violated property.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,47 +43,60 @@ impl Violation {
     }
 }
 
-/// Every property name, in checking order.
-pub const PROPERTIES: [&str; 15] = [
-    "durable-dedupe",
+/// Every property name: the promise a violation breaks.
+pub const PROPERTIES: [&str; 22] = [
+    // The three promises.
     "exactly-once-effect",
+    "durable-dedupe",
+    "payload-identity",
+    // The ledger's other rules (PROTOCOL.md 4.4).
     "value-identical-replays",
     "rejection-idempotency",
-    "payload-identity",
     "intake-settled",
+    "acked-effect",
+    "recovery",
+    "pending-visible",
+    // Turns, commands and the scripted agent (4.1, 4.3, 5).
+    "admission-decision",
     "turn-id-derivation",
     "turn-lifecycle",
+    "scripted-agent",
+    "effect-durability",
+    // Views and reads (4.2, 4.5).
     "view-cursor-order",
     "cursor-uniqueness",
+    "read-consistency",
+    // Storage and leases (1, 4.1, 4.4).
     "one-lease-holder",
+    "lease-unload",
     "log-integrity",
-    "pending-visible",
+    // The run itself.
     "liveness",
     "run-bounded",
 ];
 
-/// Runs every oracle over a finished run.
+/// Runs every judge over a finished run.
 pub fn check_all(
     trace: &Trace,
     clients: &[Client],
     scenario: Scenario,
-    _disk: &Disk,
+    disk: &Disk,
 ) -> Vec<Violation> {
-    let h = History::build(trace);
+    judge(trace, clients, scenario, disk).0
+}
+
+/// Runs every judge; also returns how often the model saw each rule of
+/// PROTOCOL.md exercised ([`crate::model::report::RULES`]).
+pub fn judge(
+    trace: &Trace,
+    clients: &[Client],
+    scenario: Scenario,
+    _disk: &Disk,
+) -> (Vec<Violation>, BTreeMap<&'static str, u64>) {
     let mut v = Vec::new();
-    v.extend(durable_dedupe::check(trace, &h));
-    v.extend(exactly_once::check(trace, &h));
-    v.extend(replay_identity::check(trace, &h));
-    v.extend(payload_identity::check(trace, &h));
-    v.extend(settlement::check(trace, &h));
-    v.extend(turn_ids::check(trace, &h));
-    v.extend(turn_lifecycle::check(trace, &h));
-    v.extend(view_cursor::check(trace, &h));
-    v.extend(lease::check(trace));
-    v.extend(log_integrity::check(trace, &h));
-    v.extend(pending_visible::check(trace, &h));
     v.extend(liveness::check(trace, clients, scenario));
-    v.extend(crate::model::Model::check(trace, scenario).violations);
+    let report = crate::model::Model::check(trace, scenario);
+    v.extend(report.violations);
     v.sort_by_key(|x| x.at_index.unwrap_or(usize::MAX));
-    v
+    (v, report.rules)
 }

@@ -1,0 +1,907 @@
+//! The reference model rejects a doctored history for each rule it
+//! checks, and accepts the legal one it was doctored from.
+//!
+//! Each test writes a small history by hand (what a host received, wrote,
+//! synced and sent), the way a correct host would produce it; the control
+//! asserts the model finds nothing wrong with it; the doctored copy holds
+//! exactly one defect, and the model must name the promise it breaks.
+//! Real runs are the other half of the evidence: every sweep of every
+//! scenario is a clean history the model accepts.
+
+use msp_sim::model::Model;
+use msp_sim::oracle::Violation;
+use msp_sim::trace::{Actor, Trace, What};
+use msp_sim::workload::Scenario;
+use serde_json::{json, Value};
+
+const T0: u64 = msp_sim::run::START_MS;
+const S: &str = "0198f0aa-1111-7000-8000-0000000000aa";
+
+fn cid(n: u32) -> String {
+    format!("018f6a1e-9b3c-7c21-a54a-{n:012x}")
+}
+
+fn cursor(n: u64) -> String {
+    format!("v:{S}:{n}")
+}
+
+/// A history under construction.
+#[derive(Default)]
+struct H {
+    entries: Vec<(u64, Actor, What)>,
+    t: u64,
+    len: usize,
+    n: u64,
+    seq: u64,
+}
+
+fn record(rtype: u8, body: Value) -> Vec<u8> {
+    msp::log::encode_frame(rtype, &serde_json::to_vec(&body).unwrap())
+}
+
+impl H {
+    fn new() -> H {
+        let mut h = H::default();
+        h.host(What::HostStart {
+            inc: 1,
+            durable: true,
+        });
+        h.push(
+            Actor::Client(0),
+            What::Connect {
+                link: 1,
+                host: 0,
+                inc: 1,
+            },
+        );
+        h
+    }
+
+    fn push(&mut self, actor: Actor, what: What) {
+        self.t += 1;
+        self.entries.push((self.t, actor, what));
+    }
+
+    fn host(&mut self, what: What) {
+        self.push(Actor::Host(0), what);
+    }
+
+    fn now(&self) -> u64 {
+        T0 + self.t
+    }
+
+    /// A client request reaching the host on link 1.
+    fn recv(&mut self, id: u64, method: &str, params: Value) {
+        let line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        self.push(
+            Actor::Client(0),
+            What::ClientSend {
+                link: 1,
+                line: line.clone(),
+            },
+        );
+        self.host(What::HostRecv {
+            inc: 1,
+            link: 1,
+            line,
+        });
+    }
+
+    fn send(&mut self, frame: Value) {
+        self.host(What::HostSend {
+            inc: 1,
+            link: 1,
+            line: frame.to_string(),
+        });
+    }
+
+    fn answer(&mut self, id: u64, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn reject(&mut self, id: u64, error: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "error": error}));
+    }
+
+    fn append(&mut self, recs: Vec<Vec<u8>>) {
+        let bytes: Vec<u8> = recs.concat();
+        self.len += bytes.len();
+        self.host(What::Append {
+            inc: 1,
+            session: S.into(),
+            bytes,
+        });
+    }
+
+    fn sync(&mut self) {
+        let upto = self.len as u64;
+        self.host(What::Synced {
+            inc: 1,
+            session: S.into(),
+            upto_bytes: upto,
+        });
+    }
+
+    fn received(&mut self, c: &str, method: &str, params: Value, answer: Value) -> Vec<u8> {
+        self.seq += 1;
+        record(
+            3,
+            json!({"record": "received", "commandId": c, "method": method, "params": params,
+                   "signature": "sig", "answer": answer, "atMs": self.now()}),
+        )
+    }
+
+    fn settled(&self, c: &str) -> Vec<u8> {
+        record(
+            4,
+            json!({"record": "settled", "commandId": c, "outcome": "applied"}),
+        )
+    }
+
+    fn settled_rejected(&self, c: &str, error: &Value) -> Vec<u8> {
+        record(
+            4,
+            json!({"record": "settled", "commandId": c, "outcome": "rejected", "error": error}),
+        )
+    }
+
+    /// The next durable event's record and its params.
+    fn event(&mut self, method: &str, mut params: Value, cause: Option<&str>) -> (Vec<u8>, Value) {
+        self.n += 1;
+        params["sessionId"] = json!(S);
+        params["viewCursor"] = json!(cursor(self.n));
+        let rec = record(
+            5,
+            json!({"record": "event", "n": self.n, "method": method, "params": params,
+                   "emittedAtMs": self.now(), "cause": cause}),
+        );
+        (rec, params)
+    }
+
+    fn notify(&mut self, method: &str, params: &Value) {
+        let at = self.now();
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params, "emittedAtMs": at}));
+    }
+
+    fn session_obj(&self, created_ms: u64, turn_count: u64, active: Option<&str>) -> Value {
+        json!({
+            "sessionId": S, "status": if active.is_some() { "running" } else { "idle" },
+            "turnCount": turn_count, "path": format!("/sim/data/sessions/{S}/session.log"),
+            "createdAt": msp_sim::model::session::iso8601(created_ms),
+            "updatedAt": msp_sim::model::session::iso8601(created_ms),
+            "workspaceRoot": null, "providerId": "msp", "modelId": "scripted",
+            "approvalMode": {"mode": "promptUnmatched", "source": "startup", "lastCommandId": null},
+            "forkedFrom": null, "activeTurnId": active,
+        })
+    }
+
+    /// `session/start` of S by cid(1), answered.
+    fn start(&mut self) {
+        self.recv(
+            1,
+            "session/start",
+            json!({"commandId": cid(1), "sessionId": S}),
+        );
+        self.host(What::LeaseGrant {
+            inc: 1,
+            session: S.into(),
+        });
+        let created_ms = self.now();
+        let result =
+            json!({"session": self.session_obj(created_ms, 0, None), "viewCursor": cursor(0)});
+        let recs = vec![
+            record(
+                1,
+                json!({"record": "created", "sessionId": S, "createdAtMs": created_ms,
+                       "workspaceRoot": null, "startCommandId": cid(1)}),
+            ),
+            record(2, json!({"record": "loaded", "atMs": created_ms})),
+            self.received(
+                &cid(1),
+                "session/start",
+                json!({"sessionId": S, "workspaceRoot": null}),
+                json!({"result": result}),
+            ),
+            self.settled(&cid(1)),
+        ];
+        self.append(recs);
+        self.sync();
+        self.answer(1, result);
+    }
+
+    /// A fresh `turn/start` of `text` by cid(n), request `id`: admitted,
+    /// launched, answered, its events sent.
+    fn turn(&mut self, id: u64, n: u32, text: &str) {
+        let c = cid(n);
+        let p = json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": text}]});
+        self.recv(id, "turn/start", p);
+        let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
+        let received = self.received(
+            &c,
+            "turn/start",
+            json!({"sessionId": S, "input": [{"type": "text", "text": text}], "ifBusy": "queue"}),
+            json!({"result": ack}),
+        );
+        let (e1, p1) = self.event(
+            "turn/started",
+            json!({"turnId": c, "commandId": c}),
+            Some(&c),
+        );
+        let item = json!({"itemId": cid(1000 + n), "kind": "userMessage", "turnId": c, "revision": 1,
+                          "status": "completed", "text": text, "commandId": c});
+        let (e2, p2) = self.event("item/completed", json!({"item": item}), Some(&c));
+        let settled = self.settled(&c);
+        self.append(vec![received, e1, e2, settled]);
+        self.sync();
+        self.answer(id, ack);
+        self.notify("turn/started", &p1);
+        self.notify("item/completed", &p2);
+    }
+
+    /// An accepted `state/update` by cid(n), request `id`, to `revision`.
+    fn update(&mut self, id: u64, n: u32, expected: u64, set: Value) -> (Value, Value) {
+        let c = cid(n);
+        self.recv(
+            id,
+            "state/update",
+            json!({"commandId": c, "sessionId": S, "expectedRevision": expected, "set": set}),
+        );
+        let ack = json!({"commandId": c, "status": "accepted", "revision": expected + 1});
+        let received = self.received(
+            &c,
+            "state/update",
+            json!({"sessionId": S, "expectedRevision": expected, "set": set}),
+            json!({"result": ack}),
+        );
+        let (e, p) = self.event(
+            "state/updated",
+            json!({"revision": expected + 1, "set": set, "commandId": c}),
+            Some(&c),
+        );
+        let settled = self.settled(&c);
+        self.append(vec![received, e, settled]);
+        self.sync();
+        self.answer(id, ack.clone());
+        self.notify("state/updated", &p);
+        (ack, p)
+    }
+
+    fn trace(&self) -> Trace {
+        let mut t = Trace::new();
+        for (at, actor, what) in &self.entries {
+            t.push(*at, *actor, what.clone());
+        }
+        t
+    }
+
+    fn check(&self) -> Vec<Violation> {
+        Model::check(&self.trace(), Scenario::Mixed).violations
+    }
+}
+
+fn clean(h: &H) {
+    let v = h.check();
+    assert!(
+        v.is_empty(),
+        "control: the legal history is judged wrong: {v:#?}"
+    );
+}
+
+fn caught(h: &H, property: &str) {
+    let v = h.check();
+    assert!(
+        v.iter().any(|x| x.property == property),
+        "{property} missed the defect; the model said {v:#?}"
+    );
+}
+
+fn rejected(c: &str, method: &str, reason: &str) -> Value {
+    json!({"code": -32030, "message": format!("{method} command {c} rejected: {reason}"),
+           "data": {"kind": "commandRejected", "commandId": c, "reason": reason}})
+}
+
+// ----- the three promises -------------------------------------------------
+
+#[test]
+fn legal_histories_pass() {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 10, "hello");
+    h.update(3, 11, 0, json!({"a": 1}));
+    clean(&h);
+}
+
+#[test]
+fn durable_dedupe_an_ack_before_its_intake_is_synced() {
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": cid(11), "status": "accepted", "revision": 1});
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"result": ack}),
+    );
+    let (e, _) = h.event(
+        "state/updated",
+        json!({"revision": 1, "set": {"a": 1}, "commandId": cid(11)}),
+        Some(&cid(11)),
+    );
+    let st = h.settled(&cid(11));
+    h.append(vec![r, e, st]);
+    h.answer(2, ack); // before the sync
+    h.sync();
+    caught(&h, "durable-dedupe");
+}
+
+#[test]
+fn durable_dedupe_a_second_intake_of_one_id() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    let mut legal = H::new();
+    legal.start();
+    legal.update(2, 11, 0, json!({"a": 1}));
+    legal.recv(
+        3,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    legal.answer(
+        3,
+        json!({"commandId": cid(11), "status": "accepted", "revision": 1}),
+    );
+    clean(&legal);
+    // The doctored host admits the retry again instead of replaying it.
+    h.recv(
+        3,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"error": rejected(&cid(11), "state/update", "stale_revision")}),
+    );
+    h.append(vec![r]);
+    h.sync();
+    caught(&h, "durable-dedupe");
+}
+
+#[test]
+fn exactly_once_an_update_applied_twice() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    let (e, p) = h.event(
+        "state/updated",
+        json!({"revision": 2, "set": {"a": 1}, "commandId": cid(11)}),
+        Some(&cid(11)),
+    );
+    h.append(vec![e]);
+    h.sync();
+    h.notify("state/updated", &p);
+    caught(&h, "exactly-once-effect");
+}
+
+#[test]
+fn exactly_once_a_turn_started_twice() {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 10, "hello");
+    let (e, _) = h.event(
+        "turn/started",
+        json!({"turnId": cid(10), "commandId": cid(10)}),
+        Some(&cid(10)),
+    );
+    h.append(vec![e]);
+    h.sync();
+    caught(&h, "exactly-once-effect");
+}
+
+#[test]
+fn payload_identity_another_payload_replayed_as_the_original() {
+    let mut legal = H::new();
+    legal.start();
+    let (ack, _) = legal.update(2, 11, 0, json!({"a": 1}));
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    // Exactly one defined param differs: the conflict must be refused.
+    let other =
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 2}});
+    legal.recv(3, "state/update", other.clone());
+    legal.reject(3, rejected(&cid(11), "state/update", "command_id_conflict"));
+    clean(&legal);
+    h.recv(3, "state/update", other);
+    h.answer(3, ack);
+    caught(&h, "payload-identity");
+}
+
+#[test]
+fn payload_identity_the_same_payload_refused_as_a_conflict() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    // An unknown member and reordered keys are the same payload.
+    h.recv(3, "state/update", json!({"set": {"a": 1}, "expectedRevision": 0, "sessionId": S, "commandId": cid(11), "junk": true}));
+    h.reject(3, rejected(&cid(11), "state/update", "command_id_conflict"));
+    caught(&h, "payload-identity");
+}
+
+#[test]
+fn payload_identity_an_intake_recording_a_payload_no_request_carried() {
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": cid(11), "status": "accepted", "revision": 1});
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 9}}),
+        json!({"result": ack}),
+    );
+    let (e, _) = h.event(
+        "state/updated",
+        json!({"revision": 1, "set": {"a": 9}, "commandId": cid(11)}),
+        Some(&cid(11)),
+    );
+    let st = h.settled(&cid(11));
+    h.append(vec![r, e, st]);
+    h.sync();
+    caught(&h, "payload-identity");
+}
+
+// ----- the ledger ---------------------------------------------------------
+
+#[test]
+fn value_identical_replays_a_replay_with_another_ack() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    h.recv(
+        3,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    h.answer(
+        3,
+        json!({"commandId": cid(11), "status": "accepted", "revision": 2}),
+    );
+    caught(&h, "value-identical-replays");
+}
+
+#[test]
+fn rejection_idempotency_a_rejection_replayed_with_another_reason() {
+    let mut h = H::new();
+    h.start();
+    let stale =
+        json!({"commandId": cid(12), "sessionId": S, "expectedRevision": 5, "set": {"a": 1}});
+    h.recv(2, "state/update", stale.clone());
+    let mut e = rejected(&cid(12), "state/update", "stale_revision");
+    e["data"]["currentRevision"] = json!(0);
+    let r = h.received(
+        &cid(12),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 5, "set": {"a": 1}}),
+        json!({"error": e}),
+    );
+    let st = h.settled_rejected(&cid(12), &e);
+    h.append(vec![r, st]);
+    h.sync();
+    h.reject(2, e.clone());
+    h.recv(3, "state/update", stale);
+    let mut legal_replay = H::new();
+    legal_replay.entries = h.entries.clone();
+    legal_replay.t = h.t;
+    legal_replay.reject(3, e.clone());
+    clean(&legal_replay);
+    h.reject(3, rejected(&cid(12), "state/update", "queue_full"));
+    caught(&h, "rejection-idempotency");
+}
+
+#[test]
+fn admission_decision_an_update_accepted_at_the_wrong_revision() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    // expectedRevision 0 is stale now (revision 1): must be refused.
+    h.update(3, 12, 0, json!({"b": 1}));
+    caught(&h, "admission-decision");
+}
+
+#[test]
+fn admission_decision_a_fresh_start_while_busy() {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 10, "!sleep 5000 long");
+    // A second submit while busy must queue, not start.
+    h.turn(3, 20, "second");
+    let v = h.check();
+    assert!(
+        v.iter().any(|x| x.property == "admission-decision"),
+        "{v:#?}"
+    );
+}
+
+#[test]
+fn turn_id_derivation_a_turn_under_another_id() {
+    let mut h = H::new();
+    h.start();
+    let c = cid(10);
+    h.recv(
+        2,
+        "turn/start",
+        json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": "x"}]}),
+    );
+    let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
+    let r = h.received(
+        &c,
+        "turn/start",
+        json!({"sessionId": S, "input": [{"type": "text", "text": "x"}], "ifBusy": "queue"}),
+        json!({"result": ack}),
+    );
+    let (e, _) = h.event(
+        "turn/started",
+        json!({"turnId": cid(99), "commandId": c}),
+        Some(&c),
+    );
+    h.append(vec![r, e]);
+    h.sync();
+    caught(&h, "turn-id-derivation");
+}
+
+#[test]
+fn acked_effect_an_accepted_update_without_its_event() {
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": cid(11), "status": "accepted", "revision": 1});
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"result": ack}),
+    );
+    let st = h.settled(&cid(11));
+    h.append(vec![r, st]);
+    h.sync();
+    h.answer(2, ack);
+    h.update(3, 12, 0, json!({"b": 1}));
+    caught(&h, "acked-effect");
+}
+
+#[test]
+fn intake_settled_twice() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    let st = h.settled(&cid(11));
+    h.append(vec![st]);
+    h.sync();
+    caught(&h, "intake-settled");
+}
+
+#[test]
+fn recovery_an_abandoned_settlement_outside_recovery() {
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": cid(11), "status": "accepted", "revision": 1});
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"result": ack}),
+    );
+    let ab = record(
+        4,
+        json!({"record": "settled", "commandId": cid(11), "outcome": "abandoned"}),
+    );
+    h.append(vec![r, ab]);
+    h.sync();
+    caught(&h, "recovery");
+}
+
+// ----- views --------------------------------------------------------------
+
+#[test]
+fn cursor_uniqueness_an_event_sent_before_it_is_synced() {
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": cid(11), "status": "accepted", "revision": 1});
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"result": ack}),
+    );
+    let (e, p) = h.event(
+        "state/updated",
+        json!({"revision": 1, "set": {"a": 1}, "commandId": cid(11)}),
+        Some(&cid(11)),
+    );
+    let st = h.settled(&cid(11));
+    h.append(vec![r, e, st]);
+    h.notify("state/updated", &p);
+    h.sync();
+    caught(&h, "cursor-uniqueness");
+}
+
+#[test]
+fn cursor_uniqueness_a_cursor_naming_another_event_on_the_wire() {
+    let mut h = H::new();
+    h.start();
+    let (_, mut p) = h.update(2, 11, 0, json!({"a": 1}));
+    p["set"] = json!({"a": 7});
+    h.notify("state/updated", &p);
+    caught(&h, "cursor-uniqueness");
+}
+
+#[test]
+fn view_cursor_order_a_gap_on_a_link() {
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": cid(11), "status": "accepted", "revision": 1});
+    let r = h.received(
+        &cid(11),
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"result": ack}),
+    );
+    let (e, _skipped) = h.event(
+        "state/updated",
+        json!({"revision": 1, "set": {"a": 1}, "commandId": cid(11)}),
+        Some(&cid(11)),
+    );
+    let st = h.settled(&cid(11));
+    h.append(vec![r, e, st]);
+    h.sync();
+    h.answer(2, ack);
+    // Event #1 is never sent on link 1, #2 is.
+    h.update(3, 12, 1, json!({"b": 1}));
+    caught(&h, "view-cursor-order");
+}
+
+#[test]
+fn view_cursor_order_a_repeated_event() {
+    let mut h = H::new();
+    h.start();
+    let (_, p) = h.update(2, 11, 0, json!({"a": 1}));
+    h.notify("state/updated", &p);
+    caught(&h, "view-cursor-order");
+}
+
+// ----- storage and leases ---------------------------------------------
+
+#[test]
+fn one_lease_holder_a_write_without_the_lease() {
+    let mut h = H::new();
+    h.start();
+    h.host(What::LeaseRelease {
+        inc: 1,
+        session: S.into(),
+    });
+    h.update(2, 11, 0, json!({"a": 1}));
+    let v = h.check();
+    assert!(v.iter().any(|x| x.property == "one-lease-holder"), "{v:#?}");
+}
+
+#[test]
+fn lease_unload_a_release_before_the_closed_record_is_durable() {
+    let mut legal = H::new();
+    legal.start();
+    let closed = record(
+        6,
+        json!({"record": "closed", "reason": "idle", "atMs": legal.now()}),
+    );
+    legal.append(vec![closed.clone()]);
+    legal.sync();
+    legal.host(What::LeaseRelease {
+        inc: 1,
+        session: S.into(),
+    });
+    clean(&legal);
+    let mut h = H::new();
+    h.start();
+    h.append(vec![closed]);
+    h.host(What::LeaseRelease {
+        inc: 1,
+        session: S.into(),
+    });
+    h.sync();
+    caught(&h, "lease-unload");
+}
+
+#[test]
+fn lease_unload_an_idle_unload_with_a_turn_running() {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 10, "!sleep 5000 long");
+    let closed = record(
+        6,
+        json!({"record": "closed", "reason": "idle", "atMs": h.now()}),
+    );
+    h.append(vec![closed]);
+    h.sync();
+    caught(&h, "lease-unload");
+}
+
+#[test]
+fn log_integrity_an_append_after_a_torn_tail() {
+    let mut h = H::new();
+    h.start();
+    // Half a frame: what a power loss leaves of a write.
+    let torn = h.settled(&cid(77))[..10].to_vec();
+    h.append(vec![torn]);
+    h.update(2, 11, 0, json!({"a": 1}));
+    caught(&h, "log-integrity");
+}
+
+#[test]
+fn log_integrity_a_truncation_that_cuts_valid_records() {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 1}));
+    let cut = h.len as u64 - 20;
+    h.host(What::Truncate {
+        inc: 1,
+        session: S.into(),
+        len_bytes: cut,
+    });
+    caught(&h, "log-integrity");
+}
+
+// ----- reads and the scripted agent -------------------------------------
+
+#[test]
+fn read_consistency_a_resume_snapshot_with_another_revision() {
+    let build = |revision: u64| {
+        let mut h = H::new();
+        h.start();
+        h.update(2, 11, 0, json!({"a": 1}));
+        let c = cid(20);
+        h.recv(3, "session/resume", json!({"commandId": c, "sessionId": S}));
+        let created = h.entries.iter().find_map(|(at, _, w)| match w {
+            What::LeaseGrant { .. } => Some(T0 + *at),
+            _ => None,
+        });
+        let mut session = h.session_obj(created.unwrap(), 0, None);
+        session["approvalMode"]["source"] = json!("replay");
+        let snapshot = json!({"schemaVersion": 1, "viewCursor": cursor(1), "state": {
+            "items": [], "activeTurn": null, "queuedTurns": [], "pendingApprovals": [],
+            "pendingUserInputs": [], "approvalMode": {"mode": "promptUnmatched", "source": "replay", "lastCommandId": null},
+            "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
+            "goal": null, "todoList": null, "branch": null,
+            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
+            "turnCount": 0, "pendingCommands": [], "revision": revision, "kv": {"a": 1}}});
+        let result = json!({"session": session, "viewCursor": cursor(1),
+            "history": {"mode": "snapshot", "items": null, "snapshot": snapshot}, "pendingRequests": []});
+        let r = h.received(
+            &c,
+            "session/resume",
+            json!({"sessionId": S, "cursor": null}),
+            json!({"result": result}),
+        );
+        let st = h.settled(&c);
+        h.append(vec![r, st]);
+        h.sync();
+        h.answer(3, result);
+        h
+    };
+    clean(&build(1));
+    caught(&build(2), "read-consistency");
+}
+
+#[test]
+fn scripted_agent_a_message_that_is_not_the_echo() {
+    let build = |text: &str| {
+        let mut h = H::new();
+        h.start();
+        h.turn(2, 10, "hi");
+        let item = json!({"itemId": cid(500), "kind": "agentMessage", "turnId": cid(10), "revision": 1,
+                          "status": "completed", "text": text});
+        let (e, _) = h.event("item/completed", json!({"item": item}), None);
+        h.append(vec![e]);
+        h.sync();
+        h
+    };
+    clean(&build("echo: hi"));
+    caught(&build("echo: ho"), "scripted-agent");
+}
+
+#[test]
+fn effect_durability_an_unkeyed_effect_performed_twice() {
+    let mut h = H::new();
+    h.start();
+    for _ in 0..2 {
+        h.host(What::Effect {
+            inc: 1,
+            provider: "unkeyed".into(),
+            key: format!("{S}:{}", cid(600)),
+            action: "act".into(),
+            perform: true,
+            mutated: true,
+            lost: false,
+        });
+    }
+    caught(&h, "effect-durability");
+}
+
+#[test]
+fn log_integrity_an_answer_from_a_rotten_log() {
+    // The holder lets go; the log rots; a host loads it again and answers
+    // as if nothing were wrong.
+    let build = |refuse: bool| {
+        let mut h = H::new();
+        h.start();
+        h.update(2, 11, 0, json!({"a": 1}));
+        let closed = record(
+            6,
+            json!({"record": "closed", "reason": "idle", "atMs": h.now()}),
+        );
+        h.append(vec![closed]);
+        h.sync();
+        h.host(What::LeaseRelease {
+            inc: 1,
+            session: S.into(),
+        });
+        h.push(
+            Actor::Disk,
+            What::BitRot {
+                session: S.into(),
+                offset: 20,
+            },
+        );
+        h.recv(
+            3,
+            "session/resume",
+            json!({"commandId": cid(30), "sessionId": S}),
+        );
+        h.host(What::LeaseGrant {
+            inc: 1,
+            session: S.into(),
+        });
+        if refuse {
+            h.reject(
+                3,
+                json!({"code": -32603, "message": "log corrupt",
+                "data": {"kind": "internal", "reason": "logCorrupt", "offset": 0}}),
+            );
+        } else {
+            h.answer(3, json!({"session": {}, "viewCursor": cursor(1)}));
+        }
+        h
+    };
+    clean(&build(true));
+    caught(&build(false), "log-integrity");
+}

@@ -1,0 +1,450 @@
+//! Snapshots and compaction, through the in-process [`Harness`]: a host
+//! that compacts answers every frame exactly as one that never does
+//! (replays of archived commands, pages, backlogs, resumes), and recovers
+//! from a crash or power loss after every step of a compaction with
+//! nothing acknowledged lost.
+
+use serde_json::{json, Value};
+
+use crate::core::snapshot::SNAPSHOT_TYPE;
+use crate::core::{CompactStep, Durability, HostConfig};
+use crate::harness::Harness;
+
+const T0: u64 = 1_754_590_931_000;
+const SID: &str = "0198f0aa-2222-7000-8000-0000000000bb";
+
+fn cid(n: u32) -> String {
+    format!("018f6a1e-9b3c-7c21-a54a-{n:012x}")
+}
+
+/// A client of one harness: a connection and the frames it got.
+struct Client {
+    h: Harness,
+    c: u64,
+    next_id: u64,
+    /// Every frame received, in order, with the request id for context.
+    frames: Vec<Value>,
+}
+
+impl Client {
+    fn new(compact_records: u64) -> Client {
+        let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
+        cfg.compact_records = compact_records;
+        let h = Harness::new(cfg, T0);
+        let mut cl = Client {
+            h,
+            c: 0,
+            next_id: 1,
+            frames: Vec::new(),
+        };
+        cl.connect();
+        cl
+    }
+
+    fn connect(&mut self) {
+        self.c = self.h.connect();
+        let c = self.c;
+        self.h.send(c, &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"name":"t","version":"1"}}}));
+        self.h
+            .send(c, &json!({"jsonrpc":"2.0","method":"initialized"}));
+        let init = self.h.take(c);
+        assert_eq!(init.len(), 1, "one initialize answer");
+    }
+
+    /// Sends a request; returns its response (every frame is recorded).
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let c = self.c;
+        self.h.send(
+            c,
+            &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+        );
+        let got = self.h.take(c);
+        self.frames.extend(got.iter().cloned());
+        got.into_iter()
+            .find(|f| f["id"] == json!(id) && f.get("method").is_none())
+            .unwrap_or_else(|| panic!("no answer to {method} #{id}"))
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.h.advance(ms);
+        let c = self.c;
+        let got = self.h.take(c);
+        self.frames.extend(got);
+    }
+
+    fn log(&self) -> Vec<u8> {
+        self.h.disk.files[SID].contents()
+    }
+}
+
+fn update(n: u32, expected: u64) -> (String, Value) {
+    (
+        "state/update".into(),
+        json!({"commandId": cid(n), "sessionId": SID, "expectedRevision": expected, "set": {"k": n}}),
+    )
+}
+
+fn turn(n: u32, text: &str) -> (String, Value) {
+    (
+        "turn/start".into(),
+        json!({"commandId": cid(n), "sessionId": SID, "input": [{"type": "text", "text": text}]}),
+    )
+}
+
+/// The commands of the workload, in order: every kind of ledger outcome
+/// (applied, rejected at admission, rejected at launch, pending then
+/// applied), approvals with effects, steering, queued turns.
+fn workload() -> Vec<(String, Value)> {
+    let mut w = vec![(
+        "session/start".to_string(),
+        json!({"commandId": cid(1), "sessionId": SID}),
+    )];
+    for i in 0..10u32 {
+        w.push(update(100 + i, u64::from(i)));
+    }
+    w.push(update(200, 0)); // stale_revision
+    w.push(turn(300, "hello there"));
+    w.push(turn(301, "!fail-launch"));
+    w.push(turn(302, "!sleep 300"));
+    w.push(turn(303, "queued behind"));
+    w.push((
+        "turn/steer".into(),
+        json!({"commandId": cid(304), "sessionId": SID, "expectedTurnId": cid(300), "input": [{"type":"text","text":"late"}]}),
+    ));
+    w.push(turn(305, "!effect keyed write-once"));
+    for i in 10..20u32 {
+        w.push(update(100 + i, u64::from(i)));
+    }
+    w
+}
+
+/// Runs the workload with time passing between commands, then decides the
+/// approval the effect turn asked for. Returns the answers.
+fn run_workload(cl: &mut Client) -> Vec<Value> {
+    let mut answers = Vec::new();
+    for (method, params) in workload() {
+        answers.push(cl.call(&method, params));
+        cl.advance(400);
+    }
+    let pending = cl.call("approval/listPending", json!({"sessionId": SID}));
+    let a = &pending["result"]["approvals"][0];
+    assert!(a.is_object(), "the effect turn waits for its approval");
+    let decide = json!({"commandId": cid(400), "sessionId": SID, "approvalId": a["approvalId"],
+        "requirementId": a["currentRequirementId"], "choiceId": "approve"});
+    answers.push(cl.call("approval/decide", decide));
+    cl.advance(1_000);
+    answers
+}
+
+/// After a restart: resume, replay every command, page and subscribe over
+/// the whole view, read the session. Returns every frame seen.
+fn after_restart(cl: &mut Client) -> Vec<Value> {
+    cl.h.restart();
+    cl.frames.clear();
+    cl.connect();
+    cl.call(
+        "session/resume",
+        json!({"commandId": cid(900), "sessionId": SID}),
+    );
+    let mut cmds = workload();
+    cmds.push((
+        "approval/decide".into(),
+        json!({"commandId": cid(400), "sessionId": SID, "approvalId": "x",
+            "requirementId": {"approvalId": "x", "sourceIndex": 0}, "choiceId": "approve"}),
+    ));
+    for (method, params) in cmds {
+        if method != "approval/decide" {
+            cl.call(&method, params);
+        }
+    }
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut p = json!({"sessionId": SID, "limit": 7});
+        if let Some(c) = &cursor {
+            p["cursor"] = json!(c);
+        }
+        let page = cl.call("view/page", p);
+        match page["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    cl.call(
+        "view/page",
+        json!({"sessionId": SID, "limit": 5, "direction": "backward"}),
+    );
+    cl.call(
+        "view/page",
+        json!({"sessionId": SID, "limit": 3, "direction": "backward", "cursor": format!("v:{SID}:9")}),
+    );
+    cl.call("session/read", json!({"sessionId": SID}));
+    // A second connection subscribes from the very beginning.
+    cl.connect();
+    cl.call(
+        "view/subscribe",
+        json!({"sessionId": SID, "after": format!("v:{SID}:0")}),
+    );
+    cl.call(
+        "session/resume",
+        json!({"commandId": cid(901), "sessionId": SID, "cursor": format!("v:{SID}:2")}),
+    );
+    cl.frames.clone()
+}
+
+#[test]
+fn a_compacting_host_answers_exactly_like_one_that_never_compacts() {
+    let mut plain = Client::new(0);
+    let mut compacting = Client::new(4);
+    let a = run_workload(&mut plain);
+    let b = run_workload(&mut compacting);
+    assert_eq!(a, b, "the live answers");
+    assert_eq!(
+        plain.frames, compacting.frames,
+        "every frame before the restart"
+    );
+    assert_eq!(plain.h.compactions_count, 0);
+    assert!(
+        compacting.h.compactions_count >= 3,
+        "compacted {} times",
+        compacting.h.compactions_count
+    );
+    let log = compacting.log();
+    assert_eq!(
+        log[5], SNAPSHOT_TYPE,
+        "the compacted log begins with a snapshot"
+    );
+    assert!(
+        log.len() < plain.log().len(),
+        "the compacted log ({} bytes) is shorter than the whole one ({})",
+        log.len(),
+        plain.log().len()
+    );
+    // The archive plus the log's tail is the whole log, byte for byte.
+    let d = crate::core::record::decode_log(&log).expect("decodes");
+    let mut logical = compacting.h.disk.archives[SID].contents();
+    assert_eq!(logical.len() as u64, d.archive_len);
+    logical.extend_from_slice(&log[d.snapshot_bytes as usize..]);
+    assert_eq!(
+        logical,
+        plain.log(),
+        "archive + tail = the log never compacted"
+    );
+
+    let fa = after_restart(&mut plain);
+    let fb = after_restart(&mut compacting);
+    assert!(fa.len() > 60, "the checks saw {} frames", fa.len());
+    assert_eq!(fa, fb, "every frame after the restart");
+}
+
+/// Every acknowledged answer, replayed after the crash, is the same answer.
+fn assert_replays(cl: &mut Client, acked: &[(String, Value, Value)]) {
+    for (method, params, answer) in acked {
+        let again = cl.call(method, params.clone());
+        assert_eq!(
+            again["result"], answer["result"],
+            "{method} {params} replayed differently"
+        );
+        assert_eq!(again["error"], answer["error"], "{method} {params}");
+    }
+}
+
+#[test]
+fn a_crash_after_every_step_of_a_compaction_loses_nothing_acknowledged() {
+    let cases = [
+        (CompactStep::Archived, false, false),
+        (CompactStep::Archived, true, false),
+        (CompactStep::Written, false, false),
+        (CompactStep::Written, true, false),
+        (CompactStep::Renamed, false, false),
+        (CompactStep::Renamed, true, false),
+        (CompactStep::Renamed, true, true),
+    ];
+    for (step, power, lose_rename) in cases {
+        let what = format!("{} power={power} lose_rename={lose_rename}", step.name());
+        let mut cl = Client::new(6);
+        cl.h.lose_renames = lose_rename;
+        let mut acked = Vec::new();
+        let start = json!({"commandId": cid(1), "sessionId": SID});
+        let a = cl.call("session/start", start.clone());
+        acked.push(("session/start".to_string(), start, a));
+        // The third compaction dies; two completed before it.
+        let mut n = 0u32;
+        while cl.h.compactions_count < 2 {
+            let (m, p) = update(100 + n, u64::from(n));
+            let a = cl.call(&m, p.clone());
+            assert!(a["result"].is_object(), "{what}: {a}");
+            acked.push((m, p, a));
+            n += 1;
+        }
+        cl.h.compact_crash = Some((step, power));
+        let before = cl.h.compactions_count;
+        for _ in 0..20 {
+            let (m, p) = update(100 + n, u64::from(n));
+            let c = cl.c;
+            cl.h.send(
+                c,
+                &json!({"jsonrpc":"2.0","id":7000 + n,"method":m,"params":p}),
+            );
+            let got = cl.h.take(c);
+            n += 1;
+            // An answer that left before the crash is acknowledged.
+            if let Some(a) = got.into_iter().find(|f| f.get("method").is_none()) {
+                acked.push((m, p, a));
+            }
+            if cl.h.compact_crash.is_none() {
+                break;
+            }
+        }
+        assert!(cl.h.compact_crash.is_none(), "{what}: the crash happened");
+        assert_eq!(
+            cl.h.compactions_count, before,
+            "{what}: that compaction never finished"
+        );
+        // A power loss after the rename brings the old log back only when
+        // the directory was not synced; either way the session loads.
+        let log = cl.log();
+        let compacted_now = log[5] == SNAPSHOT_TYPE;
+        assert!(
+            compacted_now,
+            "{what}: an earlier compaction's log at least"
+        );
+        cl.h.restart();
+        cl.connect();
+        let r = cl.call(
+            "session/resume",
+            json!({"commandId": cid(900), "sessionId": SID}),
+        );
+        let revision = r["result"]["history"]["snapshot"]["state"]["revision"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{what}: resume answered {r}"));
+        let acked_updates = acked.len() as u64 - 1;
+        assert!(
+            revision >= acked_updates,
+            "{what}: revision {revision} after {acked_updates} acknowledged updates"
+        );
+        assert_replays(&mut cl, &acked);
+        // The session goes on, and compacts again.
+        let (m, p) = update(5000, revision);
+        let a = cl.call(&m, p);
+        assert_eq!(a["result"]["revision"], json!(revision + 1), "{what}");
+        let mut k = 0;
+        let done = cl.h.compactions_count;
+        while cl.h.compactions_count == done && k < 40 {
+            let (m, p) = update(6000 + k, revision + 1 + u64::from(k));
+            cl.call(&m, p);
+            k += 1;
+        }
+        assert!(
+            cl.h.compactions_count > done,
+            "{what}: compacts after recovery"
+        );
+        assert_replays(&mut cl, &acked);
+    }
+}
+
+#[test]
+fn a_log_without_snapshot_loads_and_is_compacted_on_its_first_load() {
+    let mut old = Client::new(0);
+    run_workload(&mut old);
+    assert!(!old.h.disk.archives.contains_key(SID));
+    assert_eq!(old.log()[5], 1, "format 1: created first");
+    // The same disk under a host that never compacts and one that does.
+    let reopen = |compact_records: u64| {
+        let mut cfg = HostConfig::new("/data", Durability::Durable, 9);
+        cfg.compact_records = compact_records;
+        let mut h = Harness::new(cfg, T0 + 100_000);
+        h.disk = old.h.disk.clone();
+        let mut cl = Client {
+            h,
+            c: 0,
+            next_id: 50,
+            frames: Vec::new(),
+        };
+        cl.connect();
+        let r = cl.call(
+            "session/resume",
+            json!({"commandId": cid(900), "sessionId": SID}),
+        );
+        assert!(r["result"].is_object(), "{r}");
+        for (method, params) in workload() {
+            cl.call(&method, params);
+        }
+        cl
+    };
+    let plain = reopen(0);
+    let compacting = reopen(8);
+    assert_eq!(plain.h.compactions_count, 0);
+    assert!(compacting.h.compactions_count >= 1, "compacted at load");
+    assert_eq!(compacting.log()[5], SNAPSHOT_TYPE);
+    assert!(plain.frames.len() > 20);
+    assert_eq!(plain.frames, compacting.frames, "resume and replays");
+}
+
+#[test]
+fn a_damaged_snapshot_fails_the_load_naming_file_and_offset() {
+    let mut cl = Client::new(4);
+    run_workload(&mut cl);
+    assert!(cl.h.compactions_count > 0);
+    cl.h.restart();
+    // Rot one byte inside the snapshot's payload.
+    let f = cl.h.disk.files.get_mut(SID).expect("log");
+    let mut damaged = f.contents();
+    damaged[40] ^= 0x20;
+    f.durable = damaged.clone();
+    f.volatile.clear();
+    cl.connect();
+    let r = cl.call(
+        "session/resume",
+        json!({"commandId": cid(900), "sessionId": SID}),
+    );
+    let data = &r["error"]["data"];
+    assert_eq!(data["reason"], json!("logCorrupt"), "{r}");
+    assert_eq!(data["offset"], json!(0));
+    assert_eq!(
+        data["file"],
+        json!(format!("/data/sessions/{SID}/session.log"))
+    );
+    // Nothing was cut: the damaged log is still all there.
+    assert_eq!(cl.h.disk.files[SID].contents(), damaged);
+}
+
+#[test]
+fn a_damaged_archive_fails_the_replay_naming_the_archive() {
+    let mut cl = Client::new(4);
+    let answers = run_workload(&mut cl);
+    cl.h.restart();
+    let a = cl.h.disk.archives.get_mut(SID).expect("archive");
+    let mut bytes = a.contents();
+    // Rot the first `received` record: the start's answer.
+    let second = crate::log::scan(&bytes)
+        .frames
+        .iter()
+        .find(|f| f.record_type == 3)
+        .expect("a received record")
+        .offset as usize;
+    bytes[second + 30] ^= 0x01;
+    a.durable = bytes;
+    cl.connect();
+    let r = cl.call(
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": SID}),
+    );
+    let data = &r["error"]["data"];
+    assert_eq!(data["reason"], json!("logCorrupt"), "{r}");
+    assert_eq!(
+        data["file"],
+        json!(format!("/data/sessions/{SID}/history.log"))
+    );
+    assert_eq!(data["offset"], json!(second));
+    // A command whose record is intact still replays.
+    let (m, p) = update(119, 19);
+    let at = workload()
+        .iter()
+        .position(|(_, q)| q["commandId"] == json!(cid(119)))
+        .expect("in the workload");
+    let again = cl.call(&m, p);
+    let orig = &answers[at];
+    assert_eq!(again["result"], orig["result"], "{again} vs {orig}");
+}

@@ -3,7 +3,7 @@
 //! which method's intake), which ledger outcome each method got (a new
 //! command, a replay, a conflict, an abandoned one), which faults struck,
 //! and which rules of PROTOCOL.md 4.1-4.4 the reference model saw
-//! exercised ([`crate::model::Report::rules`]).
+//! exercised ([`crate::run::RunResult::rules`]).
 //!
 //! Fault model: none; coverage only reads a finished run.
 
@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::model::Model;
 use crate::run::RunResult;
 use crate::trace::What;
 
@@ -83,8 +82,8 @@ pub fn features(r: &RunResult) -> BTreeSet<String> {
             _ => {}
         }
     }
-    for (rule, n) in Model::check(&r.trace, r.config.scenario).rules {
-        if n > 0 {
+    for (rule, n) in &r.rules {
+        if *n > 0 {
             out.insert(format!("rule {rule}"));
         }
     }

@@ -109,9 +109,15 @@ enum Cmd {
     Shrink {
         #[command(flatten)]
         which: Which,
-        /// The property to keep violating (default: the run's first).
+        /// The property to keep violating (default: the run's first);
+        /// with --reach, the property the entry's bug once violated.
         #[arg(long)]
         property: Option<String>,
+        /// Instead of a violation, keep reaching these events
+        /// (';'-separated signature steps) while every property holds: a
+        /// fixed bug's triggering events, for a regression entry.
+        #[arg(long)]
+        reach: Option<String>,
         /// Replay at most this many candidates.
         #[arg(long, default_value_t = 4000)]
         max_runs: u64,
@@ -181,6 +187,25 @@ enum Cmd {
         #[arg(long)]
         out: Option<String>,
     },
+    /// Find seeds whose runs reach a signature (';'-separated steps, as
+    /// in a corpus entry), e.g. the triggering events of a fixed bug.
+    Find {
+        /// The scenario.
+        #[arg(long, default_value = "mixed", value_parser = scenarios())]
+        scenario: String,
+        /// A seed range A..B (B exclusive).
+        #[arg(long, default_value = "0..1000")]
+        seeds: String,
+        /// Plant a bug in every host.
+        #[arg(long, value_parser = bugs())]
+        bug: Option<String>,
+        /// The signature to reach.
+        #[arg(long)]
+        reach: String,
+        /// Stop after this many seeds found.
+        #[arg(long, default_value_t = 5)]
+        count: usize,
+    },
     /// The regression corpus: list, replay or add entries.
     Corpus {
         #[command(subcommand)]
@@ -230,6 +255,28 @@ enum CorpusCmd {
     },
 }
 
+/// Where a saved entry came from, by default: this command line as
+/// `msp-sim ...`, without what only says how to save it.
+fn origin(args: impl Iterator<Item = String>) -> String {
+    let mut out = vec!["msp-sim".to_string()];
+    let mut skip_value = false;
+    for a in args {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        let flag = a.split('=').next().unwrap_or("");
+        match flag {
+            "--postmortem" | "--signature" | "--origin" | "--corpus" | "--out" => {
+                skip_value = !a.contains('=');
+            }
+            "--save" => {}
+            _ => out.push(a),
+        }
+    }
+    out.join(" ")
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -238,7 +285,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let origin_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let origin_line = origin(std::env::args().skip(1));
     match cli.cmd {
         Cmd::Run {
             scenario,
@@ -269,6 +316,7 @@ fn main() -> ExitCode {
         Cmd::Shrink {
             which,
             property,
+            reach,
             max_runs,
             out,
             save,
@@ -279,6 +327,7 @@ fn main() -> ExitCode {
         } => cmd::shrink::main(cmd::shrink::Args {
             which,
             property,
+            reach,
             max_runs,
             out,
             save: save.then_some(cmd::corpus::Save {
@@ -336,5 +385,18 @@ fn main() -> ExitCode {
             out,
         }),
         Cmd::Merge { files } => cmd::merge::main(&files),
+        Cmd::Find {
+            scenario,
+            seeds,
+            bug,
+            reach,
+            count,
+        } => cmd::shrink::find(
+            cmd::scenario(&scenario),
+            &seeds,
+            cmd::bug(&bug),
+            &reach,
+            count,
+        ),
     }
 }

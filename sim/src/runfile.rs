@@ -268,7 +268,7 @@ pub fn write_json(path: &str, v: &Value) -> Result<(), RunFileError> {
 }
 
 /// The fault mix's members, in the order [`FaultMix::describe`] prints.
-fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 14] {
+fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 16] {
     [
         ("drop", &mut m.drop_permille),
         ("dup", &mut m.dup_permille),
@@ -284,6 +284,8 @@ fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 14] {
         ("crashPoint", &mut m.crash_point_permille),
         ("power", &mut m.power_permille),
         ("effectLost", &mut m.effect_lost_permille),
+        ("rot", &mut m.rot_permille),
+        ("compactRecords", &mut m.compact_records),
     ]
 }
 

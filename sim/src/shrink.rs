@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::choice::{self, Choice};
 use crate::plan::Plan;
 use crate::run::{run_with, RunConfig, RunResult};
+use crate::signature::Step;
 use crate::tally::Tally;
 use crate::trace::Fnv;
 use crate::world::Decision;
@@ -145,6 +146,40 @@ const DELETE_MAX: usize = 80;
 /// The most later choices the realigning pass moves (each costs a run).
 const REALIGN_MAX: usize = 24;
 
+/// What a shrunk run must still do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Goal {
+    /// Violate this property.
+    Violates(String),
+    /// Reach these events, in order, holding every property (a fixed
+    /// bug's triggering events, on today's runtime).
+    Reaches(Vec<Step>),
+}
+
+impl Goal {
+    /// Whether run `r` meets the goal.
+    pub fn met(&self, r: &RunResult) -> bool {
+        match self {
+            Goal::Violates(p) => r.violations.iter().any(|v| v.property == p),
+            Goal::Reaches(sig) => {
+                r.violations.is_empty() && crate::signature::reach(&r.trace, sig).is_ok()
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Goal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Goal::Violates(p) => write!(f, "violate {p}"),
+            Goal::Reaches(sig) => {
+                let steps: Vec<String> = sig.iter().map(|s| s.to_string()).collect();
+                write!(f, "reach \"{}\" holding every property", steps.join("; "))
+            }
+        }
+    }
+}
+
 /// The outcome of a shrink.
 #[derive(Debug, Clone)]
 pub struct Shrunk {
@@ -154,7 +189,7 @@ pub struct Shrunk {
     pub after: Tally,
     /// The shrunk choice sequence.
     pub values: Vec<u64>,
-    /// The shrunk run (it violates the property).
+    /// The shrunk run (it meets the goal).
     pub result: RunResult,
     /// Candidates replayed.
     pub runs_count: u64,
@@ -187,7 +222,7 @@ impl Best {
 struct Shrinker<'a> {
     cfg: RunConfig,
     plan: Plan,
-    property: String,
+    goal: Goal,
     best: Best,
     tried: BTreeSet<u64>,
     runs_count: u64,
@@ -208,6 +243,25 @@ pub fn shrink(
     max_runs: u64,
     progress: &mut dyn FnMut(u64, &Tally),
 ) -> Result<Shrunk, String> {
+    shrink_to(
+        cfg,
+        plan,
+        &Goal::Violates(property.to_string()),
+        start,
+        max_runs,
+        progress,
+    )
+}
+
+/// Shrinks `start` while its run still meets `goal` (see [`shrink`]).
+pub fn shrink_to(
+    cfg: &RunConfig,
+    plan: &Plan,
+    goal: &Goal,
+    start: Vec<u64>,
+    max_runs: u64,
+    progress: &mut dyn FnMut(u64, &Tally),
+) -> Result<Shrunk, String> {
     let base = Plan {
         choices: None,
         ..plan.clone()
@@ -220,9 +274,9 @@ pub fn shrink(
         },
         None,
     );
-    if !first.violations.iter().any(|v| v.property == property) {
+    if !goal.met(&first) {
         return Err(format!(
-            "the run to shrink does not violate {property} (it violates: {})",
+            "the run to shrink does not {goal} (it violates: {})",
             names(&first)
         ));
     }
@@ -230,7 +284,7 @@ pub fn shrink(
     let mut s = Shrinker {
         cfg: cfg.clone(),
         plan: base,
-        property: property.to_string(),
+        goal: goal.clone(),
         best: Best {
             values: choice::values(&first.choices),
             choices: first.choices.clone(),
@@ -306,7 +360,7 @@ impl Shrinker<'_> {
             ..self.plan.clone()
         };
         let r = run_with(&self.cfg, &plan, None);
-        if !r.violations.iter().any(|v| v.property == self.property) {
+        if !self.goal.met(&r) {
             return false;
         }
         let cand = Best {

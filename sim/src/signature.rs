@@ -16,6 +16,9 @@
 //! | `power-loss`, `restart`, `tear`, `truncate`, `fsync-fail`, `disk-full` | as named |
 //! | `drop`, `dup`, `reorder`, `cut`, `reconnect`, `lease-denied` | as named |
 //! | `effect P` | a host asks provider P to perform an effect |
+//! | `load-unsynced` | a host takes the lease of (loads) a session whose log holds bytes no fsync covered (a killed process left them in the page cache) |
+//! | `intake-lost M` | a crash kept a session's log (its `created` record survives) but not the intake (`received`) record of a command of method M |
+//! | `storage-fail-streaming` | an append or fsync of a session fails within [`STREAMING_WINDOW_MS`] of a host sending a notification of that session (view frames of it may be on their way out) |
 //!
 //! Fault model: none; a signature only reads a trace.
 
@@ -47,9 +50,19 @@ pub enum Step {
     Word(&'static str),
     /// A host asks this provider to perform an effect.
     Effect(String),
+    /// A crash kept a session's log but not the intake record of a
+    /// command of this method.
+    IntakeLost(String),
 }
 
-const WORDS: [&str; 12] = [
+/// How close (ms) a storage failure must follow a notification of its
+/// session to count as `storage-fail-streaming` (the scripted agent
+/// streams a delta every 10 ms).
+pub const STREAMING_WINDOW_MS: u64 = 20;
+
+const WORDS: [&str; 14] = [
+    "load-unsynced",
+    "storage-fail-streaming",
     "power-loss",
     "restart",
     "tear",
@@ -81,6 +94,7 @@ impl Step {
             Some("event") => Ok(Step::Event(arg(1)?)),
             Some("append") => Ok(Step::Append(arg(1)?)),
             Some("effect") => Ok(Step::Effect(arg(1)?)),
+            Some("intake-lost") => Ok(Step::IntakeLost(arg(1)?)),
             Some("answer") => {
                 let how = arg(2)?;
                 Ok(Step::Answer(
@@ -115,6 +129,7 @@ impl std::fmt::Display for Step {
             Step::Crash(Some(p)) => write!(f, "crash at {p}"),
             Step::Word(w) => write!(f, "{w}"),
             Step::Effect(p) => write!(f, "effect {p}"),
+            Step::IntakeLost(m) => write!(f, "intake-lost {m}"),
         }
     }
 }
@@ -126,10 +141,159 @@ struct Reader {
     requests: BTreeMap<(u64, String), String>,
     /// Command ids hosts received.
     seen_cids: BTreeSet<String>,
+    /// What each session's log holds, as the trace tells it.
+    logs: BTreeMap<String, LogState>,
+    /// Session -> the last time a host sent a notification of it.
+    notified_at_ms: BTreeMap<String, u64>,
+}
+
+/// A session log as the trace tells it: its length, how much of it an
+/// fsync covered, and where its records end.
+#[derive(Debug, Default)]
+struct LogState {
+    len_bytes: u64,
+    durable_bytes: u64,
+    /// (end offset, the method of an intake record, a `created` record).
+    records: Vec<(u64, Option<String>, bool)>,
+}
+
+impl Reader {
+    fn new() -> Reader {
+        Reader {
+            requests: BTreeMap::new(),
+            seen_cids: BTreeSet::new(),
+            logs: BTreeMap::new(),
+            notified_at_ms: BTreeMap::new(),
+        }
+    }
+
+    /// Follows the logs' lengths and records; the steps only they show.
+    fn log_steps(&mut self, e: &Entry) -> Vec<Step> {
+        match &e.what {
+            What::Append { session, bytes, .. } => {
+                let log = self.logs.entry(session.clone()).or_default();
+                let start = log.len_bytes;
+                log.len_bytes += bytes.len() as u64;
+                if let Ok(d) = decode_log(bytes) {
+                    for (r, end) in &d.records {
+                        let method = match r {
+                            Record::Received { method, .. } => Some(method.clone()),
+                            _ => None,
+                        };
+                        let created = matches!(r, Record::Created { .. });
+                        log.records.push((start + end, method, created));
+                    }
+                }
+                Vec::new()
+            }
+            What::Synced {
+                session,
+                upto_bytes,
+                ..
+            } => {
+                let log = self.logs.entry(session.clone()).or_default();
+                log.durable_bytes = log.durable_bytes.max(*upto_bytes);
+                Vec::new()
+            }
+            What::Truncate {
+                session, len_bytes, ..
+            } => {
+                self.cut(session, *len_bytes);
+                Vec::new()
+            }
+            What::SyncFailed {
+                session,
+                kept_bytes,
+                ..
+            } => {
+                let out = self.streaming(session, e.at_ms);
+                self.cut(session, *kept_bytes);
+                out
+            }
+            What::AppendFailed { session, .. } => self.streaming(session, e.at_ms),
+            What::CrashKeep {
+                session,
+                kept_bytes,
+                ..
+            } => {
+                let lost = self.cut(session, *kept_bytes);
+                let log = &self.logs[session];
+                let created_kept = log.records.iter().any(|(_, _, c)| *c);
+                if created_kept {
+                    lost.into_iter().map(Step::IntakeLost).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            What::Compact {
+                session, new_bytes, ..
+            } => {
+                let log = self.logs.entry(session.clone()).or_default();
+                log.len_bytes = new_bytes.len() as u64;
+                log.durable_bytes = log.len_bytes;
+                // A snapshot stands for the created record and every
+                // settled intake before it.
+                log.records = vec![(log.len_bytes, None, true)];
+                Vec::new()
+            }
+            What::LeaseGrant { session, .. } => match self.logs.get(session) {
+                Some(log) if log.len_bytes > log.durable_bytes => {
+                    vec![Step::Word("load-unsynced")]
+                }
+                _ => Vec::new(),
+            },
+            What::HostSend { line, .. } => {
+                if let Ok(v) = serde_json::from_str::<Value>(line) {
+                    if v.get("id").is_none() {
+                        if let Some(sid) = v["params"]["sessionId"].as_str() {
+                            self.notified_at_ms.insert(sid.to_string(), e.at_ms);
+                        }
+                    }
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Cuts `session`'s log to `len`: returns the methods of the intake
+    /// records it lost.
+    fn cut(&mut self, session: &str, len: u64) -> Vec<String> {
+        let log = self.logs.entry(session.to_string()).or_default();
+        log.len_bytes = log.len_bytes.min(len);
+        log.durable_bytes = log.durable_bytes.min(log.len_bytes);
+        let keep = log
+            .records
+            .iter()
+            .take_while(|(end, _, _)| *end <= len)
+            .count();
+        log.records
+            .split_off(keep)
+            .into_iter()
+            .filter_map(|(_, m, _)| m)
+            .collect()
+    }
+
+    /// `storage-fail-streaming`, if a notification of `session` went out
+    /// within the window before `at_ms`.
+    fn streaming(&self, session: &str, at_ms: u64) -> Vec<Step> {
+        match self.notified_at_ms.get(session) {
+            Some(t) if at_ms.saturating_sub(*t) <= STREAMING_WINDOW_MS => {
+                vec![Step::Word("storage-fail-streaming")]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl Reader {
     fn steps(&mut self, e: &Entry) -> Vec<Step> {
+        let mut out = self.entry_steps(e);
+        out.extend(self.log_steps(e));
+        out
+    }
+
+    fn entry_steps(&mut self, e: &Entry) -> Vec<Step> {
         let json = |line: &str| serde_json::from_str::<Value>(line).ok();
         match &e.what {
             What::ClientSend { line, .. } => json(line)
@@ -244,10 +408,7 @@ fn satisfies(want: &Step, found: &Step) -> bool {
 /// index of each step, or `Err` with the first step not reached (and the
 /// entry after which it was looked for).
 pub fn reach(trace: &Trace, signature: &[Step]) -> Result<Vec<usize>, (usize, Option<usize>)> {
-    let mut r = Reader {
-        requests: BTreeMap::new(),
-        seen_cids: BTreeSet::new(),
-    };
+    let mut r = Reader::new();
     let mut at = Vec::new();
     let mut k = 0;
     for (i, e) in trace.entries.iter().enumerate() {
@@ -271,19 +432,30 @@ pub fn reach(trace: &Trace, signature: &[Step]) -> Result<Vec<usize>, (usize, Op
 /// A signature for a shrunk run, derived from its trace: every fault,
 /// crash (with its point), power loss and restart in order, each
 /// preceded by the request sent last before it, and the first replay of
-/// a command after the last of them.
+/// a command after the last of them. A run without any fault or crash
+/// (a planted bug that needs none) gets the commands its clients sent
+/// and the replays hosts received, in order (at most
+/// [`DERIVED_STEPS_MAX`]).
 pub fn derive(trace: &Trace) -> Vec<Step> {
-    let mut r = Reader {
-        requests: BTreeMap::new(),
-        seen_cids: BTreeSet::new(),
-    };
+    let mut r = Reader::new();
     let mut out: Vec<Step> = Vec::new();
+    let mut plain: Vec<Step> = Vec::new();
     let mut last_send: Option<Step> = None;
     let mut replay: Option<Step> = None;
     for e in &trace.entries {
+        let command = match &e.what {
+            What::ClientSend { line, .. } => serde_json::from_str::<Value>(line)
+                .is_ok_and(|v| v["params"]["commandId"].is_string()),
+            _ => false,
+        };
         for s in r.steps(e) {
             match &s {
-                Step::Send(_) => last_send = Some(s),
+                Step::Send(_) => {
+                    if command {
+                        plain.push(s.clone());
+                    }
+                    last_send = Some(s);
+                }
                 Step::Crash(_) | Step::Word(_) => {
                     if let Some(send) = last_send.take() {
                         out.push(send);
@@ -291,14 +463,26 @@ pub fn derive(trace: &Trace) -> Vec<Step> {
                     out.push(s);
                     replay = None;
                 }
-                Step::Replay(_) if replay.is_none() && !out.is_empty() => replay = Some(s),
+                Step::Replay(_) => {
+                    plain.push(s.clone());
+                    if replay.is_none() && !out.is_empty() {
+                        replay = Some(s);
+                    }
+                }
                 _ => {}
             }
         }
     }
+    if out.is_empty() {
+        plain.truncate(DERIVED_STEPS_MAX);
+        return plain;
+    }
     out.extend(replay);
     out
 }
+
+/// The most steps [`derive`] gives a run without faults.
+pub const DERIVED_STEPS_MAX: usize = 16;
 
 #[cfg(test)]
 mod tests {
@@ -319,6 +503,9 @@ mod tests {
             "power-loss",
             "restart",
             "effect keyed",
+            "intake-lost session/start",
+            "load-unsynced",
+            "storage-fail-streaming",
         ] {
             assert_eq!(Step::parse(s).unwrap().to_string(), s);
         }

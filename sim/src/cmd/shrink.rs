@@ -5,12 +5,17 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use msp::core::bugs::Bug;
 use msp_sim::choice;
+use msp_sim::plan::Plan;
 use msp_sim::readable::{self, Legend};
 use msp_sim::run::run_with;
+use msp_sim::run::RunConfig;
 use msp_sim::runfile::RunFile;
-use msp_sim::shrink::shrink;
+use msp_sim::shrink::{shrink_to, Goal};
+use msp_sim::signature::{self, Step};
 use msp_sim::tally::Tally;
+use msp_sim::workload::Scenario;
 
 use super::corpus::{save_entry, Save};
 use super::{named, usage};
@@ -20,6 +25,7 @@ use crate::Which;
 pub struct Args {
     pub which: Which,
     pub property: Option<String>,
+    pub reach: Option<String>,
     pub max_runs: u64,
     pub out: Option<String>,
     pub save: Option<Save>,
@@ -32,17 +38,32 @@ pub fn main(a: Args) -> ExitCode {
     };
     let started = Instant::now();
     let first = run_with(&n.cfg, &n.plan, None);
-    let Some(property) = a
-        .property
-        .clone()
-        .or_else(|| first.violations.first().map(|v| v.property.to_string()))
-    else {
-        return usage("this run holds every property: nothing to shrink");
+    let (goal, property) = match &a.reach {
+        Some(sig) => {
+            let sig = match parse_signature(sig) {
+                Ok(s) => s,
+                Err(e) => return usage(&e),
+            };
+            let Some(p) = a.property.clone() else {
+                return usage("--reach needs --property: the property the fixed bug violated");
+            };
+            (Goal::Reaches(sig), p)
+        }
+        None => {
+            let Some(p) = a
+                .property
+                .clone()
+                .or_else(|| first.violations.first().map(|v| v.property.to_string()))
+            else {
+                return usage("this run holds every property: nothing to shrink");
+            };
+            (Goal::Violates(p.clone()), p)
+        }
     };
     let start = choice::values(&first.choices);
     let seed = n.file.as_ref().map_or(Some(n.cfg.seed), |f| f.seed);
     println!(
-        "shrinking {} scenario {}{}: property {property}",
+        "shrinking {} scenario {}{}: it must {goal}",
         seed.map_or("a recorded run".to_string(), |s| format!("seed {s}")),
         n.cfg.scenario.name(),
         n.cfg
@@ -60,7 +81,7 @@ pub fn main(a: Args) -> ExitCode {
             t.events_count
         );
     };
-    let s = match shrink(&n.cfg, &n.plan, &property, start, a.max_runs, &mut progress) {
+    let s = match shrink_to(&n.cfg, &n.plan, &goal, start, a.max_runs, &mut progress) {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
@@ -112,4 +133,78 @@ pub fn main(a: Args) -> ExitCode {
         s.after.events_count
     );
     ExitCode::SUCCESS
+}
+
+/// Parses a `;`-separated signature.
+pub fn parse_signature(text: &str) -> Result<Vec<Step>, String> {
+    let sig: Vec<Step> = text
+        .split(';')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(Step::parse)
+        .collect::<Result<_, _>>()?;
+    if sig.is_empty() {
+        return Err("an empty signature".into());
+    }
+    Ok(sig)
+}
+
+/// `msp-sim find`: the first `count` seeds of `seeds` whose runs reach
+/// `reach`, with what they violate.
+pub fn find(
+    scenario: Scenario,
+    seeds: &str,
+    bug: Option<Bug>,
+    reach: &str,
+    count: usize,
+) -> ExitCode {
+    let sig = match parse_signature(reach) {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let range = match seeds
+        .split_once("..")
+        .map(|(x, y)| (x.parse::<u64>(), y.parse::<u64>()))
+    {
+        Some((Ok(x), Ok(y))) if x < y => x..y,
+        _ => return usage("--seeds wants A..B with A < B"),
+    };
+    let mut found = 0;
+    let mut tried = 0;
+    for seed in range {
+        tried += 1;
+        let cfg = RunConfig {
+            scenario,
+            seed,
+            bug,
+        };
+        let r = run_with(&cfg, &Plan::seeded(), None);
+        if let Ok(at) = signature::reach(&r.trace, &sig) {
+            let mut props: Vec<&str> = r.violations.iter().map(|v| v.property).collect();
+            props.dedup();
+            println!(
+                "seed {seed}: reaches it at {} ({}; violates: {})",
+                at.iter()
+                    .map(|i| format!("#{i}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Tally::of(&r),
+                if props.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    props.join(", ")
+                }
+            );
+            found += 1;
+            if found >= count {
+                break;
+            }
+        }
+    }
+    println!("{found} of {tried} seeds reach it");
+    if found == 0 {
+        ExitCode::from(super::EXIT_VIOLATION)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

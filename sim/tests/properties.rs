@@ -4,7 +4,8 @@
 //! plans), the simulator runs it, and the three guarantees must hold. A
 //! failing sequence is minimised by proptest's own shrinking (fewer and
 //! smaller choices, shorter gaps) and kept in
-//! `sim/proptest-regressions/properties.txt`, which is committed.
+//! `sim/proptest-regressions/properties.txt`, which is committed (it holds
+//! the cases the planted-bug test found, which today's runtime passes).
 //!
 //! The last test plants a bug and shows the strategy finds it and that
 //! proptest shrinks it to a handful of choices.
@@ -15,7 +16,12 @@ use msp_sim::plan::Plan;
 use msp_sim::run::{run_with, RunConfig, RunResult};
 use msp_sim::workload::Scenario;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestError, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestError, TestRunner};
+
+/// What proptest found, replayed first by every property (relative to
+/// the package: `cargo test` runs in `sim/`). Seeded with the minimal
+/// cases the planted-bug test below found; committed.
+const REGRESSIONS: &str = "proptest-regressions/properties.txt";
 
 /// Cases per property: each is one small run (a few ms), so the three
 /// properties take seconds.
@@ -91,7 +97,11 @@ fn broken(case: &Case, bug: Option<Bug>, properties: &[&str]) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: CASES,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+        ..ProptestConfig::default()
+    })]
 
     /// A repeated command id applies once and gets a value-identical answer.
     #[test]

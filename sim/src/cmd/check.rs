@@ -18,14 +18,21 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// `check`'s arguments.
 pub struct Args {
+    /// The scenario.
     pub scenario: Scenario,
+    /// At most this many deviations (default per --bug).
     pub max_faults: Option<usize>,
+    /// The planted bug, if any.
     pub bug: Option<Bug>,
+    /// Clients of the workload.
     pub clients: usize,
+    /// Commands each client issues.
     pub commands: u32,
+    /// Where to write a run file.
     pub out: Option<String>,
 }
 
+/// Runs the subcommand; its exit code.
 pub fn main(a: Args) -> ExitCode {
     if a.clients == 0 || a.commands == 0 {
         return usage("the workload needs at least one client and one command");

@@ -13,9 +13,13 @@ use super::{usage, EXIT_VIOLATION};
 
 /// What `shrink --save` and `corpus add` need to make an entry.
 pub struct Save {
+    /// One line: what the entry pins.
     pub postmortem: String,
+    /// The signature, ';'-separated (default: derived).
     pub signature: Option<String>,
+    /// Where the entry came from.
     pub origin: String,
+    /// The corpus directory.
     pub corpus: String,
 }
 
@@ -63,6 +67,7 @@ pub fn save_entry(file: RunFile, r: &RunResult, save: &Save) -> Result<String, S
     Ok(path)
 }
 
+/// `corpus add`: a run file as a new entry.
 pub fn add(path: &str, save: Save) -> ExitCode {
     let file = match RunFile::load(path) {
         Ok(f) => f,
@@ -92,6 +97,7 @@ fn entries(files: &[String], dir: &str) -> Result<Vec<String>, String> {
     corpus::files(dir).map_err(|e| e.to_string())
 }
 
+/// `corpus list`: every entry, one paragraph each.
 pub fn list(dir: &str) -> ExitCode {
     let files = match entries(&[], dir) {
         Ok(f) => f,
@@ -131,6 +137,7 @@ pub fn list(dir: &str) -> ExitCode {
     }
 }
 
+/// `corpus replay`: every entry (or the given ones) replayed and judged.
 pub fn replay(files: &[String], dir: &str) -> ExitCode {
     let files = match entries(files, dir) {
         Ok(f) => f,

@@ -63,6 +63,7 @@ fn drive(s: &mut Search, d: Duration, found: &mut Option<Found>) -> Vec<(usize, 
     marks
 }
 
+/// Runs the subcommand; its exit code.
 pub fn main(
     scenario: Scenario,
     for_text: &str,

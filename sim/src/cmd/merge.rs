@@ -7,6 +7,7 @@ use msp_sim::sweep::Summary;
 
 use super::usage;
 
+/// Runs the subcommand; its exit code.
 pub fn main(files: &[String]) -> ExitCode {
     if files.is_empty() {
         return usage("merge wants summary files");

@@ -14,6 +14,7 @@ use crate::Which;
 /// How many entries a violation's report shows at most.
 pub const REPORT_LINES: usize = 40;
 
+/// Runs the subcommand; its exit code.
 pub fn main(
     which: &Which,
     trace: bool,

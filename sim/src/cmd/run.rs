@@ -16,16 +16,25 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// `run`'s arguments.
 pub struct Args {
+    /// The scenario.
     pub scenario: Scenario,
+    /// A seed range A..B.
     pub seeds: Option<String>,
+    /// One seed.
     pub seed: Option<u64>,
+    /// Worker threads.
     pub jobs: usize,
+    /// Shard K/N.
     pub shard: Option<String>,
+    /// Print the JSON summary.
     pub json: bool,
+    /// The planted bug, if any.
     pub bug: Option<Bug>,
+    /// Run every seed twice.
     pub check_determinism: bool,
 }
 
+/// Runs the subcommand; its exit code.
 pub fn main(a: Args) -> ExitCode {
     let range = match (a.seeds, a.seed) {
         (Some(_), Some(_)) => return usage("give --seeds or --seed, not both"),

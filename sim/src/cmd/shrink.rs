@@ -23,14 +23,21 @@ use crate::Which;
 
 /// `shrink`'s arguments.
 pub struct Args {
+    /// The run (a seed or a run file).
     pub which: Which,
+    /// The property (to keep violating, or the fixed bug's).
     pub property: Option<String>,
+    /// A signature to keep reaching instead.
     pub reach: Option<String>,
+    /// The budget of candidate runs.
     pub max_runs: u64,
+    /// Where to write a run file.
     pub out: Option<String>,
+    /// Save the result into the corpus.
     pub save: Option<Save>,
 }
 
+/// Runs the subcommand; its exit code.
 pub fn main(a: Args) -> ExitCode {
     let n = match named(&a.which) {
         Ok(n) => n,

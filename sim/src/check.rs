@@ -127,6 +127,7 @@ pub fn plan(cfg: &CheckConfig, values: Vec<u64>) -> Plan {
         choices: Some(values),
         workload: Some(cfg.workload),
         mix: Some(cfg.mix.clone()),
+        then_seed: None,
     }
 }
 

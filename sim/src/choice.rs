@@ -45,6 +45,16 @@ pub enum Source {
         /// The next one to read.
         pos: usize,
     },
+    /// A recorded prefix, then the seeded stream (the coverage-guided
+    /// search's "go on from here another way").
+    Prefixed {
+        /// The prefix.
+        values: Vec<u64>,
+        /// The next one to read.
+        pos: usize,
+        /// The stream after the prefix.
+        rng: Box<ChaCha8Rng>,
+    },
 }
 
 impl Source {
@@ -63,13 +73,18 @@ impl Source {
                 *pos += 1;
                 Some(v.min(options - 1))
             }
+            Source::Prefixed { values, pos, .. } => {
+                let v = values.get(*pos).copied()?;
+                *pos += 1;
+                Some(v.min(options - 1))
+            }
         }
     }
 
     /// The seeded stream, if this source is one.
     pub fn rng(&mut self) -> Option<&mut ChaCha8Rng> {
         match self {
-            Source::Seeded(r) => Some(r),
+            Source::Seeded(r) | Source::Prefixed { rng: r, .. } => Some(r),
             Source::Recorded { .. } => None,
         }
     }
@@ -176,6 +191,14 @@ mod tests {
         assert_eq!(s.next_recorded(3), Some(0));
         let mut seeded = Source::Seeded(Box::new(ChaCha8Rng::seed_from_u64(1)));
         assert_eq!(seeded.next_recorded(3), None);
+        let mut p = Source::Prefixed {
+            values: vec![2],
+            pos: 0,
+            rng: Box::new(ChaCha8Rng::seed_from_u64(1)),
+        };
+        assert_eq!(p.next_recorded(3), Some(2));
+        assert_eq!(p.next_recorded(3), None, "then the stream");
+        assert!(p.rng().is_some());
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Coverage-guided search over choice sequences: keep every sequence whose
 //! run reached a feature no earlier run did ([`crate::coverage`]), and
-//! make new candidates by mutating kept ones: splice two, insert a fault
-//! at an opportunity where none struck, perturb a few choices, or cut a
-//! sequence short. Now and then a fresh seed joins. Beside it, the plain
+//! make new candidates by mutating kept ones: go on from a point of one
+//! with fresh choices (the same fault mix and history up to there), splice
+//! two, insert a fault at an opportunity where none struck, perturb a few
+//! choices, or cut a sequence short; later-kept sequences are picked more
+//! often. One candidate in [`FRESH_EVERY`] is a fresh seed. Beside it, the plain
 //! random baseline runs fresh seeds only, so the two can be compared over
 //! the same wall time (the CLI keeps the time; this module counts runs
 //! and is deterministic given its seed).
@@ -25,7 +27,7 @@ use crate::workload::Scenario;
 use crate::world::Decision;
 
 /// One in this many candidates is a fresh seed rather than a mutant.
-const FRESH_EVERY: u64 = 8;
+const FRESH_EVERY: u64 = 3;
 
 /// What one run of the search found.
 #[derive(Debug, Clone)]
@@ -108,8 +110,12 @@ impl Search {
             self.next_seed += 1;
             (run_with(&self.cfg(seed), &Plan::seeded(), None), Some(seed))
         } else {
-            let values = self.mutant();
-            (run_with(&self.cfg(0), &Plan::recorded(values), None), None)
+            let (values, then_seed) = self.mutant();
+            let plan = Plan {
+                then_seed,
+                ..Plan::recorded(values)
+            };
+            (run_with(&self.cfg(0), &plan, None), None)
         };
         self.absorb(r, seed)
     }
@@ -134,15 +140,34 @@ impl Search {
         }
     }
 
-    /// A mutant of a kept sequence.
-    fn mutant(&mut self) -> Vec<u64> {
-        let a = self.rng.gen_range(0..self.kept.len());
+    /// A mutant of a kept sequence, and the seed of the stream that goes
+    /// on past its end (else the simplest choices do). Sequences kept
+    /// later (they reached what earlier ones did not) are picked more.
+    fn mutant(&mut self) -> (Vec<u64>, Option<u64>) {
+        let n = self.kept.len();
+        let a = n - 1 - self.rng.gen_range(0..n).min(self.rng.gen_range(0..n));
         let k = self.kept[a].clone();
         let mut v = k.values.clone();
         if v.is_empty() {
-            return v;
+            return (v, None);
         }
-        match self.rng.gen_range(0..4) {
+        match self.rng.gen_range(0..6) {
+            4 | 5 => {
+                // Go on another way: the same run up to a point (past its
+                // fault mix), then fresh choices from a new stream.
+                let start = k
+                    .choices
+                    .iter()
+                    .position(|c| c.kind != Decision::FaultMix)
+                    .unwrap_or(0)
+                    .min(v.len());
+                // Early cuts (a new run under a fault mix that paid off)
+                // more often than late ones (a new ending).
+                let u: f64 = self.rng.gen();
+                let cut = start + ((v.len() - start) as f64 * u * u) as usize;
+                v.truncate(cut);
+                return (v, Some(self.rng.gen()));
+            }
             0 => {
                 // Splice: a prefix of this one, the rest of another.
                 let b = self.rng.gen_range(0..self.kept.len());
@@ -187,7 +212,7 @@ impl Search {
                 v.truncate(cut);
             }
         }
-        v
+        (v, None)
     }
 }
 

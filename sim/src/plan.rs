@@ -44,6 +44,9 @@ pub struct Plan {
     pub workload: Option<Workload>,
     /// A fixed fault mix instead of one drawn from the choices.
     pub mix: Option<FaultMix>,
+    /// With `choices`: past their end, draw from the stream of this seed
+    /// instead of taking the simplest options (a search's continuation).
+    pub then_seed: Option<u64>,
 }
 
 impl Plan {

@@ -144,9 +144,17 @@ pub fn run(cfg: &RunConfig) -> RunResult {
 /// Runs `cfg` as `plan` says (a recorded choice sequence, a fixed workload
 /// or fault mix) and checks every property, unless `probe` stops it.
 pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunResult {
-    let mut w = match &plan.choices {
-        None => World::new(cfg.seed, START_MS),
-        Some(v) => World::with_source(Source::recorded(v.clone()), START_MS),
+    let mut w = match (&plan.choices, plan.then_seed) {
+        (None, _) => World::new(cfg.seed, START_MS),
+        (Some(v), None) => World::with_source(Source::recorded(v.clone()), START_MS),
+        (Some(v), Some(seed)) => World::with_source(
+            Source::Prefixed {
+                values: v.clone(),
+                pos: 0,
+                rng: Box::new(<rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed)),
+            },
+            START_MS,
+        ),
     };
     w.fixed_workload = plan.workload.is_some();
     let mix = match &plan.mix {

@@ -130,6 +130,7 @@ impl RunFile {
             choices: Some(self.choices.clone()),
             workload: self.workload,
             mix: self.mix.clone(),
+            then_seed: None,
         }
     }
 

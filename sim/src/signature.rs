@@ -9,6 +9,7 @@
 //! | --- | --- |
 //! | `send M` | a client sends a request of method M |
 //! | `replay M` | a host receives a command of method M whose id a host received before |
+//! | `dup-replay M` | such a replay that is the network's duplicate of a line (the next command received on a link after the network duplicated a line on it) |
 //! | `answer M ok` / `answer M R` | a host answers a request of method M with a result / an error of reason (or message) R |
 //! | `event M` | a host sends a notification M |
 //! | `append R` | a host appends a log record of kind R (`created`, `loaded`, `received`, `settled`, `event`, `closed`, `snapshot`) |
@@ -36,6 +37,8 @@ pub enum Step {
     Send(String),
     /// A host receives a command of this method whose id it saw before.
     Replay(String),
+    /// Such a replay, the network's duplicate of a line.
+    DupReplay(String),
     /// A host answers a request of this method: `None` a result, else the
     /// error's reason (or message).
     Answer(String, Option<String>),
@@ -91,6 +94,7 @@ impl Step {
         match words.first().copied() {
             Some("send") => Ok(Step::Send(arg(1)?)),
             Some("replay") => Ok(Step::Replay(arg(1)?)),
+            Some("dup-replay") => Ok(Step::DupReplay(arg(1)?)),
             Some("event") => Ok(Step::Event(arg(1)?)),
             Some("append") => Ok(Step::Append(arg(1)?)),
             Some("effect") => Ok(Step::Effect(arg(1)?)),
@@ -121,6 +125,7 @@ impl std::fmt::Display for Step {
         match self {
             Step::Send(m) => write!(f, "send {m}"),
             Step::Replay(m) => write!(f, "replay {m}"),
+            Step::DupReplay(m) => write!(f, "dup-replay {m}"),
             Step::Answer(m, None) => write!(f, "answer {m} ok"),
             Step::Answer(m, Some(r)) => write!(f, "answer {m} {r}"),
             Step::Event(m) => write!(f, "event {m}"),
@@ -145,6 +150,8 @@ struct Reader {
     logs: BTreeMap<String, LogState>,
     /// Session -> the last time a host sent a notification of it.
     notified_at_ms: BTreeMap<String, u64>,
+    /// Links on which the network duplicated a line not received yet.
+    duplicated: BTreeSet<u64>,
 }
 
 /// A session log as the trace tells it: its length, how much of it an
@@ -164,6 +171,7 @@ impl Reader {
             seen_cids: BTreeSet::new(),
             logs: BTreeMap::new(),
             notified_at_ms: BTreeMap::new(),
+            duplicated: BTreeSet::new(),
         }
     }
 
@@ -318,6 +326,9 @@ impl Reader {
                 if let Some(cid) = v["params"]["commandId"].as_str() {
                     if !self.seen_cids.insert(cid.to_ascii_lowercase()) {
                         out.push(Step::Replay(m.to_string()));
+                        if self.duplicated.remove(link) {
+                            out.push(Step::DupReplay(m.to_string()));
+                        }
                     }
                 }
                 out
@@ -381,7 +392,10 @@ impl Reader {
             What::SyncFailed { .. } => vec![Step::Word("fsync-fail")],
             What::AppendFailed { .. } => vec![Step::Word("disk-full")],
             What::NetDrop { .. } => vec![Step::Word("drop")],
-            What::NetDup { .. } => vec![Step::Word("dup")],
+            What::NetDup { link } => {
+                self.duplicated.insert(*link);
+                vec![Step::Word("dup")]
+            }
             What::NetReorder { .. } => vec![Step::Word("reorder")],
             What::LinkClosed { why: "cut", .. } => vec![Step::Word("cut")],
             What::Note(n) if n.starts_with("reconnect:") => vec![Step::Word("reconnect")],
@@ -494,6 +508,7 @@ mod tests {
         for s in [
             "send turn/start",
             "replay turn/start",
+            "dup-replay session/resume",
             "answer session/start ok",
             "answer session/start session_id_conflict",
             "event item/delta",

@@ -1,10 +1,13 @@
 //! Coverage-guided search over choice sequences: keep every sequence whose
 //! run reached a feature no earlier run did ([`crate::coverage`]), and
-//! make new candidates by mutating kept ones: go on from a point of one
-//! with fresh choices (the same fault mix and history up to there), splice
-//! two, insert a fault at an opportunity where none struck, perturb a few
-//! choices, or cut a sequence short; later-kept sequences are picked more
-//! often. One candidate in [`FRESH_EVERY`] is a fresh seed. Beside it, the plain
+//! make new candidates by mutating kept ones: a neighbouring fault mix
+//! (one or two of the mix's choices redrawn) and a fresh run under it; the
+//! same run up to a point, then fresh choices (the same fault mix and
+//! history up to there); splice two; insert a fault at an opportunity
+//! where none struck; perturb a few choices; cut a sequence short.
+//! Later-kept sequences are picked more often. One candidate in
+//! [`FRESH_EVERY`] is a fresh seed. (Swarm testing makes the fault mix
+//! the strongest lever: mixes that paid off get more runs.) Beside it, the plain
 //! random baseline runs fresh seeds only, so the two can be compared over
 //! the same wall time (the CLI keeps the time; this module counts runs
 //! and is deterministic given its seed).
@@ -151,21 +154,35 @@ impl Search {
         if v.is_empty() {
             return (v, None);
         }
-        match self.rng.gen_range(0..6) {
-            4 | 5 => {
+        // Where the fault mix's decisions end (the first other choice).
+        let mix_end = k
+            .choices
+            .iter()
+            .position(|c| c.kind != Decision::FaultMix)
+            .unwrap_or(0)
+            .min(v.len());
+        match self.rng.gen_range(0..10) {
+            4..=6 => {
                 // Go on another way: the same run up to a point (past its
-                // fault mix), then fresh choices from a new stream.
-                let start = k
-                    .choices
-                    .iter()
-                    .position(|c| c.kind != Decision::FaultMix)
-                    .unwrap_or(0)
-                    .min(v.len());
-                // Early cuts (a new run under a fault mix that paid off)
-                // more often than late ones (a new ending).
+                // fault mix), then fresh choices from a new stream. Early
+                // cuts (a new run under a fault mix that paid off) more
+                // often than late ones (a new ending).
                 let u: f64 = self.rng.gen();
-                let cut = start + ((v.len() - start) as f64 * u * u) as usize;
+                let cut = mix_end + ((v.len() - mix_end) as f64 * u * u) as usize;
                 v.truncate(cut);
+                return (v, Some(self.rng.gen()));
+            }
+            7..=9 => {
+                // A neighbouring fault mix (one or two of its on/off or
+                // level choices redrawn), then a fresh run under it.
+                v.resize(mix_end, 0);
+                for _ in 0..self.rng.gen_range(1..=2) {
+                    if mix_end == 0 {
+                        break;
+                    }
+                    let i = self.rng.gen_range(0..mix_end);
+                    v[i] = self.rng.gen_range(0..k.choices[i].options);
+                }
                 return (v, Some(self.rng.gen()));
             }
             0 => {

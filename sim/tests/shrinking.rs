@@ -1,5 +1,6 @@
-//! Shrinking keeps the property violated while the run gets small, and
-//! the shrunk run is a run file that replays bit for bit.
+//! Shrinking keeps the property violated while the run gets small (every
+//! planted bug, from seed 0 of the scenario that catches it, to at most
+//! 12 steps), and the shrunk run is a run file that replays bit for bit.
 
 use msp::core::bugs::Bug;
 use msp_sim::choice;
@@ -23,7 +24,7 @@ fn shrunk(scenario: Scenario, seed: u64, bug: Bug, property: &str) {
         &Plan::seeded(),
         property,
         choice::values(&first.choices),
-        2_000,
+        4_000,
         &mut |_, _| improvements += 1,
     )
     .expect("the seed fails");
@@ -58,6 +59,56 @@ fn a_lease_not_checked_shrinks_to_a_client_that_leaves_its_host() {
         0,
         Bug::LeaseNotChecked,
         "one-lease-holder",
+    );
+}
+
+#[test]
+fn a_dedupe_in_memory_only_shrinks() {
+    shrunk(
+        Scenario::CrashStorm,
+        0,
+        Bug::DedupeInMemoryOnly,
+        "durable-dedupe",
+    );
+}
+
+#[test]
+fn a_skipped_payload_check_shrinks() {
+    shrunk(
+        Scenario::LeaseHandover,
+        0,
+        Bug::SkipPayloadCheck,
+        "payload-identity",
+    );
+}
+
+#[test]
+fn a_replay_that_mints_a_new_turn_shrinks() {
+    shrunk(
+        Scenario::LeaseHandover,
+        0,
+        Bug::ReplayMintsNewTurn,
+        "value-identical-replays",
+    );
+}
+
+#[test]
+fn a_recovery_that_abandons_nothing_shrinks() {
+    shrunk(
+        Scenario::CrashStorm,
+        0,
+        Bug::NoAbandonOnRecovery,
+        "recovery",
+    );
+}
+
+#[test]
+fn an_accepted_torn_tail_shrinks() {
+    shrunk(
+        Scenario::CrashStorm,
+        0,
+        Bug::TornTailAccepted,
+        "log-integrity",
     );
 }
 

@@ -66,6 +66,14 @@ pub struct HostConfig {
     /// `msp serve` sets [`DEFAULT_COMPACT_RECORDS`], the simulator only on
     /// request.
     pub compact_records: u64,
+    /// The effect providers an `!effect` may name (PROTOCOL.md 5), each
+    /// with whether it honours effect keys. After a crash or a lost
+    /// response the core queries a keyed provider by key (the reconcile
+    /// path); an effect at an unkeyed one whose outcome was not seen is
+    /// reported `unknown`, never performed again. `msp serve` fills it from
+    /// its provider registry (`io::effects::Providers`); default: the
+    /// built-in `keyed` (true) and `unkeyed` (false).
+    pub effect_providers: std::collections::BTreeMap<String, bool>,
 }
 
 impl HostConfig {
@@ -79,6 +87,9 @@ impl HostConfig {
             group_commit: true,
             seed,
             compact_records: 0,
+            effect_providers: [("keyed".to_string(), true), ("unkeyed".to_string(), false)]
+                .into_iter()
+                .collect(),
         }
     }
 }

@@ -1440,3 +1440,41 @@ fn a_retried_provider_failure_is_announced_then_the_turn_goes_on() {
     assert_eq!(done["params"]["terminal"], json!("failed"));
     assert_eq!(done["params"]["error"]["kind"], json!("modelError"));
 }
+
+#[test]
+fn effect_providers_come_from_the_config() {
+    // A provider the host was told about is an effect: approving it
+    // performs it; with the default config the same name is a plain tool.
+    for (registered, outcome) in [(true, json!("committed")), (false, Value::Null)] {
+        let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
+        if registered {
+            cfg.effect_providers.insert("payments".into(), false);
+        }
+        let mut h = Harness::new(cfg, T0);
+        let c = h.connect();
+        init(&mut h, c);
+        start(&mut h, c);
+        let f = turn(&mut h, c, 2, 10, "!effect payments pay-1", json!({}));
+        let aid = f
+            .iter()
+            .find(|f| f["method"] == "approval/request")
+            .expect("server request")["params"]["approvalId"]
+            .clone();
+        let ok = req(
+            &mut h,
+            c,
+            3,
+            "approval/decide",
+            json!({"sessionId": SID, "commandId": cid(20), "approvalId": aid, "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"}),
+        );
+        let effect_outcome = ok
+            .iter()
+            .find(|f| f["method"] == "item/completed" && f["params"]["item"]["kind"] == "toolCall")
+            .map_or(Value::Null, |f| {
+                f["params"]["item"]["effectOutcome"].clone()
+            });
+        assert_eq!(effect_outcome, outcome, "registered {registered}");
+        let performed: Vec<_> = h.disk.unkeyed.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(performed == ["pay-1"], registered, "{performed:?}");
+    }
+}

@@ -617,7 +617,7 @@ impl Host {
             .cloned()
             .unwrap_or(Value::Null);
         let provider = item["tool"].as_str().unwrap_or_default().to_string();
-        let has_effect = matches!(provider.as_str(), "keyed" | "unkeyed");
+        let has_effect = self.cfg.effect_providers.contains_key(&provider);
         let approved = decision.starts_with("approved");
         if has_effect && approved {
             let token = self.token();
@@ -834,7 +834,7 @@ impl Host {
             })
             .unwrap_or_default();
         for (item_id, provider, action, approval_id) in open {
-            if provider == "keyed" {
+            if self.cfg.effect_providers.get(&provider) == Some(&true) {
                 let token = self.token();
                 let now = self.now_ms;
                 self.effects.insert(

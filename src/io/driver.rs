@@ -37,13 +37,14 @@ use tokio::sync::mpsc;
 
 use super::clock::{until, wall_ms};
 use super::commit::{CommitBug, Committer, SyncRequest, Synced};
-use super::effects::run_effect;
+use super::effects::Providers;
 use super::failpoint::Failpoint;
 use super::storage::{open_session, read_history, read_session, OpenedFiles, Step, Storage};
 use super::transport::{self, ConnEvent, ConnHandle};
 use crate::core::{
     ConnId, EffectOutcome, HistoryResult, Host, HostConfig, OpenResult, Output, ReadResult,
 };
+use std::sync::Arc;
 
 /// The longest an orderly shutdown may take before the process gives up
 /// waiting (a stuck provider, a disk that never answers).
@@ -122,6 +123,7 @@ struct Driver {
     conns: BTreeMap<ConnId, ConnHandle>,
     io_tx: mpsc::UnboundedSender<IoEvent>,
     committer: Committer<std::fs::File, SyncKey>,
+    providers: Arc<Providers>,
     failpoint: Option<Failpoint>,
     deferred: VecDeque<Deferred>,
     shutting_down: bool,
@@ -135,9 +137,25 @@ struct Driver {
     batch_count: u64,
 }
 
-/// Runs a host over `transport` until an orderly shutdown completes.
-/// Returns the process exit code.
+/// Runs a host over `transport` until an orderly shutdown completes, with
+/// the built-in effect providers. Returns the process exit code.
 pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Transport) -> i32 {
+    let layout = super::storage::Layout::new(&cfg.data_dir);
+    let providers = Providers::builtin(&layout.providers_dir());
+    run_with_providers(cfg, failpoint, transport, providers).await
+}
+
+/// [`run`] with the application's own effect providers (which replace the
+/// built-in ones; register those too to keep them). The host learns from
+/// the registry which names are effects and which honour effect keys.
+pub async fn run_with_providers(
+    mut cfg: HostConfig,
+    failpoint: Option<Failpoint>,
+    transport: Transport,
+    providers: Providers,
+) -> i32 {
+    cfg.effect_providers = providers.key_support();
+    let providers = Arc::new(providers);
     let layout = super::storage::Layout::new(&cfg.data_dir);
     let (io_tx, mut io_rx) = mpsc::unbounded_channel();
     let (conn_tx, mut conn_rx) = mpsc::channel(transport::CONN_EVENTS_MAX);
@@ -164,6 +182,7 @@ pub async fn run(cfg: HostConfig, failpoint: Option<Failpoint>, transport: Trans
         conns: BTreeMap::new(),
         io_tx,
         committer,
+        providers,
         failpoint,
         deferred: VecDeque::new(),
         shutting_down: false,
@@ -569,10 +588,10 @@ impl Driver {
                 action,
                 mode,
             } => {
-                let providers = self.storage.layout().providers_dir();
+                let providers = Arc::clone(&self.providers);
                 self.spawn_io(move || IoEvent::EffectDone {
                     token,
-                    outcome: run_effect(&providers, &provider, &key, &action, mode),
+                    outcome: providers.run(&provider, &key, &action, mode),
                 });
             }
             Output::CrashPoint(p) => {

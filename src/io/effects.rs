@@ -1,5 +1,15 @@
-//! The built-in effect providers of PROTOCOL.md section 5, file-backed
-//! under `DIR/providers/`.
+//! Effect providers (PROTOCOL.md section 5): the [`EffectProvider`] trait
+//! an application implements to let approved tool calls act on the outside
+//! world, the [`Providers`] registry `msp serve` runs them from, and the
+//! two built-in providers, file-backed under `DIR/providers/`.
+//!
+//! The contract with the core: a provider that [`EffectProvider::honours_keys`]
+//! returns the earlier result when the same effect key is performed again
+//! and never mutates twice, and answers [`EffectProvider::query`] with what
+//! happened to a key; that is how the core reconciles an effect whose
+//! response was lost or that was in flight at a crash. A provider without
+//! key support is never performed again after such a loss: the item is
+//! reported `effectOutcome: "unknown"` for an operator to reconcile.
 //!
 //! - `keyed` honours effect keys: one file per key,
 //!   `providers/keyed/<hash of the key>`, holding the key and the action.
@@ -38,7 +48,127 @@ pub fn key_file_name(key: &str) -> String {
     format!("{fnv:016x}{:08x}", crc32c::crc32c(key.as_bytes()))
 }
 
-/// Carries out an `Output::Effect` (blocking).
+/// Something an approved `!effect PROVIDER ACTION` acts on. Calls are
+/// blocking and run on the io layer's blocking threads, possibly several
+/// at once.
+pub trait EffectProvider: Send + Sync {
+    /// Whether a retry with the same effect key returns the earlier result
+    /// and never mutates twice, and [`query`](Self::query) can tell what
+    /// happened to a key. Decides whether the core may reconcile a lost
+    /// outcome by key (true) or must report it `unknown` (false).
+    fn honours_keys(&self) -> bool;
+
+    /// Performs `action` under effect `key`: `Committed` once it took
+    /// effect, `NotStarted` if it surely did not, `Unknown` if it cannot
+    /// tell.
+    fn perform(&self, key: &str, action: &str) -> EffectOutcome;
+
+    /// What happened to `key`, for reconciliation. Providers without key
+    /// support cannot know: `Unknown`.
+    fn query(&self, key: &str) -> EffectOutcome {
+        let _ = key;
+        EffectOutcome::Unknown
+    }
+}
+
+/// The providers `msp serve` runs effects at, by the name an `!effect`
+/// gives. Names not registered are not effects (the core completes such a
+/// tool call without one).
+#[derive(Clone, Default)]
+pub struct Providers {
+    by_name: std::collections::BTreeMap<String, std::sync::Arc<dyn EffectProvider>>,
+}
+
+impl Providers {
+    /// The built-in `keyed` and `unkeyed` providers, file-backed under
+    /// `providers_dir`.
+    pub fn builtin(providers_dir: &Path) -> Providers {
+        let mut p = Providers::default();
+        p.register("keyed", KeyedFileProvider::new(providers_dir));
+        p.register("unkeyed", UnkeyedFileProvider::new(providers_dir));
+        p
+    }
+
+    /// Adds or replaces the provider called `name`.
+    pub fn register(&mut self, name: &str, provider: impl EffectProvider + 'static) {
+        self.by_name
+            .insert(name.to_string(), std::sync::Arc::new(provider));
+    }
+
+    /// Each registered name with whether it honours keys, for
+    /// `HostConfig::effect_providers`.
+    pub fn key_support(&self) -> std::collections::BTreeMap<String, bool> {
+        self.by_name
+            .iter()
+            .map(|(n, p)| (n.clone(), p.honours_keys()))
+            .collect()
+    }
+
+    /// Carries out an `Output::Effect` (blocking). A query of a provider
+    /// without key support, or any call to an unknown name, does nothing.
+    pub fn run(&self, provider: &str, key: &str, action: &str, mode: EffectMode) -> EffectOutcome {
+        let Some(p) = self.by_name.get(provider) else {
+            return EffectOutcome::NotStarted;
+        };
+        match mode {
+            EffectMode::Perform => p.perform(key, action),
+            EffectMode::Query if p.honours_keys() => p.query(key),
+            EffectMode::Query => EffectOutcome::Unknown,
+        }
+    }
+}
+
+/// The built-in `keyed` provider (see the module doc).
+pub struct KeyedFileProvider {
+    dir: PathBuf,
+}
+
+impl KeyedFileProvider {
+    /// Keeps its files under `providers_dir/keyed/`.
+    pub fn new(providers_dir: &Path) -> Self {
+        KeyedFileProvider {
+            dir: providers_dir.to_path_buf(),
+        }
+    }
+}
+
+impl EffectProvider for KeyedFileProvider {
+    fn honours_keys(&self) -> bool {
+        true
+    }
+    fn perform(&self, key: &str, action: &str) -> EffectOutcome {
+        keyed_perform(&self.dir, key, action)
+    }
+    fn query(&self, key: &str) -> EffectOutcome {
+        keyed_query(&self.dir, key)
+    }
+}
+
+/// The built-in `unkeyed` provider (see the module doc).
+pub struct UnkeyedFileProvider {
+    dir: PathBuf,
+}
+
+impl UnkeyedFileProvider {
+    /// Appends to `providers_dir/unkeyed.log`.
+    pub fn new(providers_dir: &Path) -> Self {
+        UnkeyedFileProvider {
+            dir: providers_dir.to_path_buf(),
+        }
+    }
+}
+
+impl EffectProvider for UnkeyedFileProvider {
+    fn honours_keys(&self) -> bool {
+        false
+    }
+    fn perform(&self, key: &str, action: &str) -> EffectOutcome {
+        unkeyed_perform(&self.dir, key, action)
+    }
+}
+
+/// Carries out an effect at a built-in provider (blocking); the registry
+/// [`Providers::builtin`] in one call.
 pub fn run_effect(
     providers_dir: &Path,
     provider: &str,
@@ -46,13 +176,7 @@ pub fn run_effect(
     action: &str,
     mode: EffectMode,
 ) -> EffectOutcome {
-    match (provider, mode) {
-        ("keyed", EffectMode::Query) => keyed_query(providers_dir, key),
-        ("keyed", EffectMode::Perform) => keyed_perform(providers_dir, key, action),
-        ("unkeyed", EffectMode::Perform) => unkeyed_perform(providers_dir, key, action),
-        ("unkeyed", EffectMode::Query) => EffectOutcome::Unknown,
-        _ => EffectOutcome::NotStarted,
-    }
+    Providers::builtin(providers_dir).run(provider, key, action, mode)
 }
 
 fn keyed_dir(providers_dir: &Path) -> PathBuf {
@@ -190,6 +314,64 @@ mod tests {
         );
         let log = std::fs::read_to_string(p.join("unkeyed.log")).expect("log");
         assert_eq!(log, "k\ta\nk\ta\n");
+    }
+
+    /// Counts performs and queries, honouring keys or not.
+    struct Counting(bool, std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl EffectProvider for Counting {
+        fn honours_keys(&self) -> bool {
+            self.0
+        }
+        fn perform(&self, _key: &str, _action: &str) -> EffectOutcome {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            EffectOutcome::Committed
+        }
+        fn query(&self, _key: &str) -> EffectOutcome {
+            self.1.fetch_add(100, Ordering::SeqCst);
+            EffectOutcome::Committed
+        }
+    }
+
+    #[test]
+    fn the_registry_runs_application_providers_and_never_queries_unkeyed_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = Providers::builtin(dir.path());
+        let keyed = std::sync::Arc::new(AtomicU64::new(0));
+        let plain = std::sync::Arc::new(AtomicU64::new(0));
+        p.register("ledger", Counting(true, keyed.clone()));
+        p.register("mailer", Counting(false, plain.clone()));
+        let support = p.key_support();
+        assert_eq!(support.get("ledger"), Some(&true));
+        assert_eq!(support.get("mailer"), Some(&false));
+        assert_eq!(support.get("keyed"), Some(&true));
+        assert_eq!(support.get("unkeyed"), Some(&false));
+        assert_eq!(
+            p.run("ledger", "k", "a", EffectMode::Perform),
+            EffectOutcome::Committed
+        );
+        assert_eq!(
+            p.run("ledger", "k", "a", EffectMode::Query),
+            EffectOutcome::Committed
+        );
+        assert_eq!(keyed.load(Ordering::SeqCst), 101);
+        assert_eq!(
+            p.run("mailer", "k", "a", EffectMode::Perform),
+            EffectOutcome::Committed
+        );
+        assert_eq!(
+            p.run("mailer", "k", "a", EffectMode::Query),
+            EffectOutcome::Unknown
+        );
+        assert_eq!(
+            plain.load(Ordering::SeqCst),
+            1,
+            "an unkeyed provider is never queried"
+        );
+        assert_eq!(
+            p.run("nope", "k", "a", EffectMode::Perform),
+            EffectOutcome::NotStarted
+        );
     }
 
     #[test]

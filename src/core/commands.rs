@@ -543,13 +543,19 @@ impl Host {
         sig: String,
         key: String,
     ) {
+        // No intake record, but the answer reads the session's state: it
+        // waits for what the session wrote so far to be durable, so it
+        // never reveals a state a storage failure then takes back (it
+        // becomes `storageUnavailable` instead).
+        let gate = self.gate_now(sid);
+
         if let Some((s, answer)) = self.lifetime_ledger.get(&key) {
             let answer = if *s == sig || self.bugs.has(Bug::SkipPayloadCheck) {
                 answer.clone()
             } else {
                 Answer::Error(conflict(c).to_value())
             };
-            self.respond(conn, id, &answer, None);
+            self.respond(conn, id, &answer, gate);
             return;
         }
         if self
@@ -579,7 +585,7 @@ impl Host {
                         }
                         Some(TurnStatus::Running) => {
                             let ack = json!({"commandId": c.command_id, "status": "accepted", "turnId": t});
-                            self.respond(conn, id, &Answer::Result(ack.clone()), None);
+                            self.respond(conn, id, &Answer::Result(ack.clone()), gate);
                             self.end_running_turn(sid, "cancelled", None, None);
                             self.launch_next(sid);
                             self.lifetime_ledger.insert(key, (sig, Answer::Result(ack)));
@@ -596,7 +602,7 @@ impl Host {
                     Some(false) => reject("already_terminal"),
                     Some(true) => {
                         let ack = json!({"commandId": c.command_id, "status": "accepted", "taskId": task_id});
-                        self.respond(conn, id, &Answer::Result(ack.clone()), None);
+                        self.respond(conn, id, &Answer::Result(ack.clone()), gate);
                         self.stop_task(sid, task_id, "cancelled");
                         self.lifetime_ledger.insert(key, (sig, Answer::Result(ack)));
                         self.note_activity(sid);
@@ -606,7 +612,7 @@ impl Host {
             }
             Command::TaskStopAll { .. } => {
                 let ack = json!({"commandId": c.command_id, "status": "accepted"});
-                self.respond(conn, id, &Answer::Result(ack.clone()), None);
+                self.respond(conn, id, &Answer::Result(ack.clone()), gate);
                 for t in self.running_tasks(sid) {
                     self.stop_task(sid, &t, "cancelled");
                 }
@@ -616,7 +622,7 @@ impl Host {
             }
             _ => unreachable!("only carrier-less rows here"),
         };
-        self.respond(conn, id, &answer, None);
+        self.respond(conn, id, &answer, gate);
         self.lifetime_ledger.insert(key, (sig, answer));
     }
 

@@ -26,7 +26,7 @@ use std::fmt;
 use serde_json::{json, Value};
 
 use crate::run::RunResult;
-use crate::runfile::{write_json, RunFile, RunFileError};
+use crate::runfile::{read_json, write_json, RunFile, RunFileError};
 use crate::signature::{self, Step};
 
 /// The `format` member of every entry.
@@ -171,17 +171,7 @@ impl Entry {
 
     /// Reads an entry; errors name the file.
     pub fn load(path: &str) -> Result<Entry, RunFileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RunFileError::Io {
-            path: path.to_string(),
-            error: e.to_string(),
-        })?;
-        let invalid = |what: String| RunFileError::Invalid {
-            path: path.to_string(),
-            what,
-        };
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
-        Entry::from_json(&v).map_err(invalid)
+        read_json(path, Entry::from_json)
     }
 
     /// Writes it.

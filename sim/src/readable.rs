@@ -88,16 +88,12 @@ impl Legend {
                         }
                     }
                 }
-                What::LeaseGrant { session, .. }
-                | What::LeaseDenied { session, .. }
-                | What::LeaseRelease { session, .. }
-                | What::AppendFailed { session, .. }
-                | What::Truncate { session, .. }
-                | What::Synced { session, .. }
-                | What::SyncFailed { session, .. }
-                | What::CrashKeep { session, .. } => l.add(session, 's'),
                 What::Note(n) => l.scan(n),
-                _ => {}
+                w => {
+                    if let Some(session) = storage_session(w) {
+                        l.add(session, 's');
+                    }
+                }
             }
         }
         l
@@ -249,17 +245,9 @@ pub fn mentions(e: &Entry, id: &str) -> bool {
                     })
                 })
         }
-        What::LeaseGrant { session, .. }
-        | What::LeaseDenied { session, .. }
-        | What::LeaseRelease { session, .. }
-        | What::AppendFailed { session, .. }
-        | What::Truncate { session, .. }
-        | What::Synced { session, .. }
-        | What::SyncFailed { session, .. }
-        | What::CrashKeep { session, .. } => has(session),
         What::Effect { key, .. } | What::EffectDone { key, .. } => has(key),
         What::Note(n) => has(n),
-        _ => false,
+        w => storage_session(w).is_some_and(has),
     }
 }
 
@@ -512,5 +500,21 @@ mod tests {
         assert!(r[0].starts_with("#0 "), "{r:?}");
         assert_eq!(r.len(), 3, "{r:?}");
         assert!(r[2].contains("about c1"), "{r:?}");
+    }
+}
+
+/// The session a lease or storage entry is about (the entries the legend
+/// and `--focus` name by their session).
+fn storage_session(w: &What) -> Option<&str> {
+    match w {
+        What::LeaseGrant { session, .. }
+        | What::LeaseDenied { session, .. }
+        | What::LeaseRelease { session, .. }
+        | What::AppendFailed { session, .. }
+        | What::Truncate { session, .. }
+        | What::Synced { session, .. }
+        | What::SyncFailed { session, .. }
+        | What::CrashKeep { session, .. } => Some(session),
+        _ => None,
     }
 }

@@ -1027,17 +1027,7 @@ impl Sim {
             }
             Output::Append { session, bytes } => {
                 if now < self.disk.full_until_ms {
-                    self.count("disk-full");
-                    self.note(
-                        Actor::Host(h),
-                        What::AppendFailed {
-                            inc,
-                            session: session.clone(),
-                        },
-                    );
-                    if let Some(host) = self.hosts[h].host.as_mut() {
-                        host.handle_storage_failed(&session, "disk full", now);
-                    }
+                    self.append_failed(h, inc, &session, "disk full", now);
                     return;
                 }
                 let f = self.disk.files.entry(session.clone()).or_default();
@@ -1159,6 +1149,22 @@ impl Sim {
         }
     }
 
+    /// A write the disk refused (full, or a compaction that cannot copy):
+    /// counted, traced, and reported to the host as a storage failure.
+    fn append_failed(&mut self, h: usize, inc: u64, session: &str, reason: &str, now: u64) {
+        self.count("disk-full");
+        self.note(
+            Actor::Host(h),
+            What::AppendFailed {
+                inc,
+                session: session.to_string(),
+            },
+        );
+        if let Some(host) = self.hosts[h].host.as_mut() {
+            host.handle_storage_failed(session, reason, now);
+        }
+    }
+
     /// Carries out a compaction step by step; each step may crash the host
     /// (see the module docs). The completion comes back as a sync of the
     /// new log.
@@ -1186,17 +1192,7 @@ impl Sim {
             >= archive_len;
         let bytes = log.get(from as usize..to as usize).map(<[u8]>::to_vec);
         let (Some(bytes), true, false) = (bytes, archive_ok, now < self.disk.full_until_ms) else {
-            self.count("disk-full");
-            self.note(
-                Actor::Host(h),
-                What::AppendFailed {
-                    inc,
-                    session: session.clone(),
-                },
-            );
-            if let Some(host) = self.hosts[h].host.as_mut() {
-                host.handle_storage_failed(&session, "compaction failed", now);
-            }
+            self.append_failed(h, inc, &session, "compaction failed", now);
             return;
         };
         let a = self.disk.archives.entry(session.clone()).or_default();

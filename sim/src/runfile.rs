@@ -239,23 +239,31 @@ impl RunFile {
 
     /// Reads a run file.
     pub fn load(path: &str) -> Result<RunFile, RunFileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RunFileError::Io {
-            path: path.to_string(),
-            error: e.to_string(),
-        })?;
-        let invalid = |what: String| RunFileError::Invalid {
-            path: path.to_string(),
-            what,
-        };
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
-        RunFile::from_json(&v).map_err(invalid)
+        read_json(path, RunFile::from_json)
     }
 
     /// Writes it (pretty JSON, one trailing newline).
     pub fn save(&self, path: &str) -> Result<(), RunFileError> {
         write_json(path, &self.to_json())
     }
+}
+
+/// Reads the JSON file at `path` and parses it with `parse`; every error
+/// names the file.
+pub fn read_json<T>(
+    path: &str,
+    parse: impl FnOnce(&Value) -> Result<T, String>,
+) -> Result<T, RunFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| RunFileError::Io {
+        path: path.to_string(),
+        error: e.to_string(),
+    })?;
+    let invalid = |what: String| RunFileError::Invalid {
+        path: path.to_string(),
+        what,
+    };
+    let v: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    parse(&v).map_err(invalid)
 }
 
 /// Writes `v` as pretty JSON with a trailing newline.

@@ -167,18 +167,6 @@ impl EffectProvider for UnkeyedFileProvider {
     }
 }
 
-/// Carries out an effect at a built-in provider (blocking); the registry
-/// [`Providers::builtin`] in one call.
-pub fn run_effect(
-    providers_dir: &Path,
-    provider: &str,
-    key: &str,
-    action: &str,
-    mode: EffectMode,
-) -> EffectOutcome {
-    Providers::builtin(providers_dir).run(provider, key, action, mode)
-}
-
 fn keyed_dir(providers_dir: &Path) -> PathBuf {
     providers_dir.join("keyed")
 }
@@ -269,6 +257,17 @@ fn unkeyed_perform(providers_dir: &Path, key: &str, action: &str) -> EffectOutco
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One call at a built-in provider under `dir`.
+    fn run_effect(
+        dir: &Path,
+        provider: &str,
+        key: &str,
+        action: &str,
+        mode: EffectMode,
+    ) -> EffectOutcome {
+        Providers::builtin(dir).run(provider, key, action, mode)
+    }
 
     #[test]
     fn keyed_performs_once_per_key() {

@@ -150,6 +150,18 @@ impl Harness {
         }
     }
 
+    /// Fails every held sync: like a failed fsync, the bytes stay as
+    /// written and none of them is acknowledged.
+    pub fn fail_held_syncs(&mut self) {
+        let sessions: std::collections::BTreeSet<String> =
+            self.held_syncs.drain(..).map(|(s, _)| s).collect();
+        for session in sessions {
+            self.host
+                .handle_storage_failed(&session, "fsync failed", self.now_ms);
+            self.run();
+        }
+    }
+
     fn complete_sync(&mut self, session: &str, upto_bytes: u64) {
         let f = self.disk.files.entry(session.to_string()).or_default();
         let v = std::mem::take(&mut f.volatile);

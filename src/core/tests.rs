@@ -1478,3 +1478,30 @@ fn effect_providers_come_from_the_config() {
         assert_eq!(performed == ["pay-1"], registered, "{performed:?}");
     }
 }
+
+#[test]
+fn carrierless_answers_wait_for_the_state_they_read_to_be_durable() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "a", json!({}));
+    h.advance(1_000);
+    h.take(c);
+    // The turn's end is written but not durable.
+    h.hold_syncs = true;
+    turn(&mut h, c, 3, 11, "b", json!({}));
+    h.advance(1_000);
+    h.take(c);
+    let cancel = json!({"sessionId": SID, "commandId": cid(30), "turnId": cid(11)});
+    let f = req(&mut h, c, 4, "turn/cancel", cancel);
+    assert!(
+        f.iter().all(|f| f["id"] != json!(4)),
+        "no answer before the turn's end is durable: {f:?}"
+    );
+    // The sync fails: the end is taken back, and so is the answer that read it.
+    h.hold_syncs = false;
+    h.fail_held_syncs();
+    let f = h.take(c);
+    let r = response(&f, 4);
+    assert_eq!(r["error"]["code"], json!(-32603), "{r}");
+    assert_ne!(reason(&r), "already_terminal");
+}

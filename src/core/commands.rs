@@ -775,19 +775,21 @@ impl Host {
         let queued_by = rec.expect("queued turn").command_id;
         let result = json!({"commandId": c.command_id, "status": "accepted", "turnId": turn_id});
         self.ack(sid, c, sig, result.clone(), None);
-        let at_settle = self.settle(sid, &c.command_id, Outcome::Applied);
-        self.respond_at(conn, id, sid, &Answer::Result(result), at_settle);
-        let sid_owned = sid.to_string();
+        // The effect before the settlement, as for every command: a torn
+        // write that keeps `settled applied` must keep the effect too
+        // (recovery settles an intake `applied` only if its event survived).
         let mut params = serde_json::Map::new();
         params.insert("turnId".into(), json!(turn_id));
         params.insert("commandId".into(), json!(queued_by));
         self.emit(
-            &sid_owned,
+            sid,
             "turn/unqueued",
             params,
             ("session", sid),
             Some(&c.command_id),
         );
+        let at_settle = self.settle(sid, &c.command_id, Outcome::Applied);
+        self.respond_at(conn, id, sid, &Answer::Result(result), at_settle);
         self.settle(sid, &queued_by, Outcome::Applied);
     }
 

@@ -1505,3 +1505,55 @@ fn carrierless_answers_wait_for_the_state_they_read_to_be_durable() {
     assert_eq!(r["error"]["code"], json!(-32603), "{r}");
     assert_ne!(reason(&r), "already_terminal");
 }
+
+#[test]
+fn a_torn_unqueue_is_applied_with_its_effect_or_abandoned_without_it() {
+    // Every prefix of the unqueue's unsynced append survives a crash in
+    // turn: a replay that answers `accepted` must find the turn unqueued.
+    let mut seen = (false, false);
+    for keep in (0..4_000).step_by(11) {
+        let (mut h, c) = check(Durability::Durable);
+        start(&mut h, c);
+        turn(&mut h, c, 2, 10, "!sleep 5000 a", json!({}));
+        turn(&mut h, c, 3, 11, "!sleep 5000 b", json!({}));
+        h.hold_syncs = true;
+        let unqueue = json!({"sessionId": SID, "commandId": cid(20), "turnId": cid(11)});
+        req(&mut h, c, 4, "turn/unqueue", unqueue.clone());
+        h.crash_torn(keep);
+        h.hold_syncs = false;
+        let c = h.connect();
+        init(&mut h, c);
+        req(
+            &mut h,
+            c,
+            5,
+            "session/resume",
+            json!({"sessionId": SID, "commandId": cid(80), "cursor": format!("v:{SID}:0")}),
+        );
+        let f = req(&mut h, c, 6, "turn/unqueue", unqueue);
+        let r = response(&f, 6);
+        let again = json!({"sessionId": SID, "commandId": cid(21), "turnId": cid(11)});
+        let f = req(&mut h, c, 7, "turn/unqueue", again);
+        let state = reason(&response(&f, 7)).to_string();
+        if r["result"]["status"] == json!("accepted") {
+            seen.0 = true;
+            assert_eq!(
+                state, "already_terminal",
+                "keep {keep}: acked, turn not unqueued"
+            );
+        } else {
+            seen.1 = true;
+            // Abandoned, or (its intake torn off) admitted afresh after
+            // recovery launched the turn.
+            assert!(
+                ["abandoned", "already_launched"].contains(&reason(&r)),
+                "keep {keep}: {r}"
+            );
+            assert_ne!(
+                state, "already_terminal",
+                "keep {keep}: abandoned yet unqueued"
+            );
+        }
+    }
+    assert_eq!(seen, (true, true), "both outcomes reached");
+}

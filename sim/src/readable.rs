@@ -418,6 +418,22 @@ pub fn violation_lines(legend: &Legend, violations: &[Violation]) -> Vec<String>
     out
 }
 
+/// The session a lease or storage entry is about (the entries the legend
+/// and `--focus` name by their session).
+fn storage_session(w: &What) -> Option<&str> {
+    match w {
+        What::LeaseGrant { session, .. }
+        | What::LeaseDenied { session, .. }
+        | What::LeaseRelease { session, .. }
+        | What::AppendFailed { session, .. }
+        | What::Truncate { session, .. }
+        | What::Synced { session, .. }
+        | What::SyncFailed { session, .. }
+        | What::CrashKeep { session, .. } => Some(session),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,21 +516,5 @@ mod tests {
         assert!(r[0].starts_with("#0 "), "{r:?}");
         assert_eq!(r.len(), 3, "{r:?}");
         assert!(r[2].contains("about c1"), "{r:?}");
-    }
-}
-
-/// The session a lease or storage entry is about (the entries the legend
-/// and `--focus` name by their session).
-fn storage_session(w: &What) -> Option<&str> {
-    match w {
-        What::LeaseGrant { session, .. }
-        | What::LeaseDenied { session, .. }
-        | What::LeaseRelease { session, .. }
-        | What::AppendFailed { session, .. }
-        | What::Truncate { session, .. }
-        | What::Synced { session, .. }
-        | What::SyncFailed { session, .. }
-        | What::CrashKeep { session, .. } => Some(session),
-        _ => None,
     }
 }

@@ -148,7 +148,7 @@ fn the_strategy_finds_a_planted_bug_and_proptest_shrinks_it() {
         Err(TestError::Fail(_, minimal)) => {
             let nonzero = minimal.choices.iter().filter(|v| **v != 0).count();
             assert!(
-                                // A handful: the exact count moves with the runtime's
+                // A handful: the exact count moves with the runtime's
                 // record layout (4 since turn/unqueue's reorder).
                 (1..=6).contains(&nonzero),
                 "shrunk to {nonzero} non-simplest choices: {minimal:?}"

@@ -540,6 +540,108 @@ fn crash_after_a_keyed_effect_reconciles_it_without_a_second_mutation() {
 }
 
 #[test]
+fn an_unkeyed_effect_lost_in_a_crash_stays_unknown_until_an_operator_decides() {
+    use msp::client::events::{Notification, ViewEvent};
+    use msp::client::gate::sqlite::SqliteGateStore;
+    use msp::client::reconcile::{decide, reconcile, Decision, Reconciled, Settled};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sid = v7();
+    let (mut server, c) = start(
+        dir.path(),
+        Via::Stdio,
+        &[],
+        &[("MSP_CRASH_AT", "after-effect-before-settle")],
+    );
+    let mut c = c.expect("stdio client");
+    c.init();
+    c.start_session(&sid);
+    c.request("turn/start", json!({"commandId": v7(), "sessionId": sid, "input": [{"type": "text", "text": "!effect unkeyed pay-7"}]}));
+    let req = c.wait_for("approval/request", |f| f["method"] == "approval/request");
+    let aid = req["params"]["approvalId"]
+        .as_str()
+        .expect("approvalId")
+        .to_string();
+    let decide_cmd = json!({"commandId": v7(), "sessionId": sid, "approvalId": aid,
+        "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"});
+    let id = c.send_request("approval/decide", decide_cmd);
+    c.wait_for_or_eof(|f| is_response(f) && f["id"] == json!(id));
+    c.expect_eof();
+    assert_eq!(
+        server.wait_exit().signal(),
+        Some(6),
+        "died after the effect"
+    );
+    let mutations = || {
+        std::fs::read_to_string(dir.path().join("providers/unkeyed.log"))
+            .expect("unkeyed log")
+            .lines()
+            .count()
+    };
+    assert_eq!(mutations(), 1, "the effect happened once");
+
+    let (_server, c) = start(dir.path(), Via::Stdio, &[], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let r = c.request(
+        "session/resume",
+        json!({"commandId": v7(), "sessionId": sid}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    wait_idle(&mut c, &sid);
+    let items: Vec<_> = c
+        .history(&sid)
+        .iter()
+        .map(|e| ViewEvent::parse(e["method"].as_str().unwrap_or_default(), &e["params"]))
+        .filter_map(|v| match v.notification {
+            Notification::ItemCompleted { item, .. } if item.tool_call.is_some() => Some(item),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(items.len(), 1, "the tool call completes once: {items:#?}");
+
+    // Two application instances share one gate file. Neither can ask an
+    // unkeyed provider, so both are told to involve a person.
+    let gate = dir.path().join("gate.sqlite");
+    let mut a = SqliteGateStore::open(&gate).expect("gate");
+    let mut b = SqliteGateStore::open(&gate).expect("gate");
+    let ticket = match reconcile(&mut a, &items[0], None, 1).expect("reconcile") {
+        Reconciled::NeedsOperator(t) => t,
+        other => panic!("an unkeyed effect lost in a crash is unknown: {other:?}"),
+    };
+    assert_eq!(
+        ticket.key.as_str(),
+        format!("{sid}:{aid}"),
+        "the effect key names it"
+    );
+    let first = decide(
+        &mut a,
+        &ticket,
+        Settled::Committed,
+        "ana",
+        "one line in unkeyed.log",
+        2,
+    )
+    .expect("decide");
+    let Decision::Recorded(rec) = first else {
+        panic!("{first:?}")
+    };
+    let late = decide(&mut b, &ticket, Settled::NotStarted, "bo", "guess", 3).expect("decide");
+    assert_eq!(
+        late,
+        Decision::AlreadySettled(rec.clone()),
+        "the first decision stands"
+    );
+    drop(b);
+    let mut reopened = SqliteGateStore::open(&gate).expect("gate");
+    assert_eq!(
+        reconcile(&mut reopened, &items[0], None, 4).expect("reconcile"),
+        Reconciled::Resolved(rec)
+    );
+    assert_eq!(mutations(), 1, "reconciling never re-issued the effect");
+}
+
+#[test]
 fn a_killed_holder_frees_its_lease_for_the_second_process() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sid = v7();

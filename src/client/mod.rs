@@ -17,6 +17,9 @@
 //! - [`gate`]: the request gate: one application request id, one command,
 //!   one persisted outcome, across processes (SQLite) or in a simulation
 //!   (an in-memory store that can crash).
+//! - [`reconcile`]: what to do about an effect reported `unknown`: ask a
+//!   keyed provider by key, or record an operator's decision (first write
+//!   wins, kept in the gate's store); never re-issue.
 //! - [`driver`]: the tokio driver over stdio (`msp serve --stdio`), TCP or
 //!   a Unix socket.
 
@@ -27,6 +30,7 @@ pub mod gate;
 pub mod ids;
 pub mod optimistic;
 pub mod outcome;
+pub mod reconcile;
 pub mod wire;
 
 pub use self::core::{

@@ -21,7 +21,8 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::{Claim, GateError, GateRecord, GateStore};
-use crate::client::ids::{CommandId, RequestId};
+use crate::client::ids::{CommandId, EffectKey, RequestId};
+use crate::client::reconcile::{Resolution, ResolutionStore};
 
 /// When the memory store's writes become durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,8 @@ struct Inner {
     mode: Commit,
     visible: BTreeMap<RequestId, GateRecord>,
     durable: BTreeMap<RequestId, GateRecord>,
+    resolutions_visible: BTreeMap<EffectKey, Resolution>,
+    resolutions_durable: BTreeMap<EffectKey, Resolution>,
     fail_next: u32,
     ops_count: u64,
 }
@@ -55,6 +58,8 @@ impl MemoryGateStore {
                 mode,
                 visible: BTreeMap::new(),
                 durable: BTreeMap::new(),
+                resolutions_visible: BTreeMap::new(),
+                resolutions_durable: BTreeMap::new(),
                 fail_next: 0,
                 ops_count: 0,
             })),
@@ -65,12 +70,14 @@ impl MemoryGateStore {
     pub fn sync(&self) {
         let mut i = self.inner.borrow_mut();
         i.durable = i.visible.clone();
+        i.resolutions_durable = i.resolutions_visible.clone();
     }
 
     /// The process holding the store died: what was not durable is gone.
     pub fn crash(&self) {
         let mut i = self.inner.borrow_mut();
         i.visible = i.durable.clone();
+        i.resolutions_visible = i.resolutions_durable.clone();
         i.fail_next = 0;
     }
 
@@ -158,5 +165,25 @@ impl GateStore for MemoryGateStore {
     fn get(&mut self, request: &RequestId) -> Result<Option<GateRecord>, GateError> {
         let i = self.begin()?;
         Ok(i.visible.get(request).cloned())
+    }
+}
+
+impl ResolutionStore for MemoryGateStore {
+    fn resolve_if_absent(&mut self, r: &Resolution) -> Result<Resolution, GateError> {
+        let mut i = self.begin()?;
+        let stored = i
+            .resolutions_visible
+            .entry(r.key.clone())
+            .or_insert_with(|| r.clone())
+            .clone();
+        if i.mode == Commit::Immediate {
+            i.resolutions_durable.insert(r.key.clone(), stored.clone());
+        }
+        Ok(stored)
+    }
+
+    fn resolution(&mut self, key: &EffectKey) -> Result<Option<Resolution>, GateError> {
+        let i = self.begin()?;
+        Ok(i.resolutions_visible.get(key).cloned())
     }
 }

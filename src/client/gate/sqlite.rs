@@ -20,7 +20,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 
 use super::{decode_row, params_text, Claim, GateError, GateRecord, GateStore};
-use crate::client::ids::{CommandId, RequestId};
+use crate::client::ids::{CommandId, EffectKey, RequestId};
+use crate::client::reconcile::{decode_resolution, resolver_columns, Resolution, ResolutionStore};
 
 /// How long a writer waits for another process's transaction by default.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5_000;
@@ -34,6 +35,21 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS msp_gate (
     outcome        TEXT,
     created_ms     INTEGER NOT NULL
 )";
+
+/// One row per effect key an application reconciled (see
+/// [`crate::client::reconcile`]): the key is unique, so the first decision
+/// wins across processes.
+const RESOLUTION_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS msp_effect_resolution (
+    effect_key TEXT PRIMARY KEY NOT NULL,
+    outcome    TEXT NOT NULL,
+    resolver   TEXT NOT NULL,
+    operator   TEXT,
+    note       TEXT,
+    at_ms      INTEGER NOT NULL
+)";
+
+const SELECT_RESOLUTION: &str = "SELECT effect_key, outcome, resolver, operator, note, at_ms
+    FROM msp_effect_resolution WHERE effect_key = ?1";
 
 const SELECT_ROW: &str =
     "SELECT request_id, command_id, method, params, correlation_id, outcome, created_ms
@@ -77,6 +93,7 @@ impl SqliteGateStore {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(store_err)?;
         conn.execute(SCHEMA, []).map_err(store_err)?;
+        conn.execute(RESOLUTION_SCHEMA, []).map_err(store_err)?;
         Ok(SqliteGateStore { conn })
     }
 
@@ -99,6 +116,63 @@ impl SqliteGateStore {
             None => Ok(None),
             Some((rid, cid, m, p, c, o, t)) => decode_row(&rid, &cid, &m, &p, c, o, t).map(Some),
         }
+    }
+}
+
+impl SqliteGateStore {
+    fn resolution_row(conn: &Connection, key: &str) -> Result<Option<Resolution>, GateError> {
+        let raw = conn
+            .query_row(SELECT_RESOLUTION, params![key], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, i64>(5)?,
+                ))
+            })
+            .optional()
+            .map_err(store_err)?;
+        match raw {
+            None => Ok(None),
+            Some((k, o, by, name, note, at)) => {
+                decode_resolution(&k, &o, &by, name, note, at).map(Some)
+            }
+        }
+    }
+}
+
+impl ResolutionStore for SqliteGateStore {
+    fn resolve_if_absent(&mut self, r: &Resolution) -> Result<Resolution, GateError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_err)?;
+        let (kind, name, note) = resolver_columns(&r.by);
+        tx.execute(
+            "INSERT INTO msp_effect_resolution (effect_key, outcome, resolver, operator, note, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(effect_key) DO NOTHING",
+            params![
+                r.key.as_str(),
+                r.outcome.as_str(),
+                kind,
+                name,
+                note,
+                i64::try_from(r.at_ms).unwrap_or(i64::MAX),
+            ],
+        )
+        .map_err(store_err)?;
+        let stored = Self::resolution_row(&tx, r.key.as_str())?.ok_or_else(|| {
+            GateError::Store("insert-if-absent inserted nothing and found no row".into())
+        })?;
+        tx.commit().map_err(store_err)?;
+        Ok(stored)
+    }
+
+    fn resolution(&mut self, key: &EffectKey) -> Result<Option<Resolution>, GateError> {
+        Self::resolution_row(&self.conn, key.as_str())
     }
 }
 

@@ -995,7 +995,9 @@ impl Client {
         }
         let e = &v["error"];
         let code = e["code"].as_i64().unwrap_or(0);
-        let retryable = e["data"]["retryable"].as_bool().unwrap_or(false);
+        // The error table's default for the code unless `data.retryable`
+        // says otherwise (PROTOCOL.md section 3), as the SDK decides it.
+        let retryable = msp::client::outcome::ErrorKind::retryable_by_table(code, &e["data"]);
         let purpose = self.cmds[i].purpose;
         let backoff = now + w.range(Decision::Client, 100, 800);
         match code {

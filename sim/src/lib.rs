@@ -24,6 +24,7 @@ pub mod process;
 pub mod readable;
 pub mod run;
 pub mod runfile;
+pub mod shard;
 pub mod shrink;
 pub mod signature;
 pub mod sweep;

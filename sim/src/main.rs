@@ -71,7 +71,11 @@ enum Cmd {
         /// Worker threads.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
-        /// Run only shard K of N (K/N, 1-based).
+        /// Run only shard K of N (K/N, 1-based), or `auto`: K and N from a
+        /// Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with
+        /// MSP_SIM_SHARD_COUNT), a Slurm array (SLURM_ARRAY_TASK_ID,
+        /// _COUNT, _MIN) or a CI matrix (MSP_SIM_SHARD_INDEX, 0-based, and
+        /// MSP_SIM_SHARD_COUNT).
         #[arg(long)]
         shard: Option<String>,
         /// Print a machine-readable summary (it records its seed range and

@@ -132,3 +132,60 @@ fn shrink_ends_with_its_summary_and_the_result_replays_from_its_file() {
     );
     std::fs::remove_file(out).ok();
 }
+
+/// `run` with environment variables set (and every shard variable of
+/// another engine removed, so the host's own cannot interfere).
+fn sim_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_msp-sim"));
+    for v in [
+        "JOB_COMPLETION_INDEX",
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_STEP",
+        "MSP_SIM_SHARD_INDEX",
+        "MSP_SIM_SHARD_COUNT",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("msp-sim runs")
+}
+
+#[test]
+fn shard_auto_reads_a_kubernetes_indexed_job() {
+    let env = [("JOB_COMPLETION_INDEX", "1"), ("MSP_SIM_SHARD_COUNT", "3")];
+    let o = sim_env(
+        &[
+            "run",
+            "--scenario",
+            "turns",
+            "--seeds",
+            "0..6",
+            "--shard",
+            "auto",
+            "--json",
+        ],
+        &env,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("shard 2/3 from a Kubernetes Indexed Job"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json summary");
+    assert_eq!(v["parts"][0]["shard"], serde_json::json!([2, 3]));
+    assert_eq!(v["seeds"], 2);
+    // No engine's variables, or a bad one: a usage error naming it.
+    let o = sim_env(&["run", "--seeds", "0..6", "--shard", "auto"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = sim_env(
+        &["run", "--seeds", "0..6", "--shard", "auto"],
+        &[("MSP_SIM_SHARD_INDEX", "x"), ("MSP_SIM_SHARD_COUNT", "3")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("MSP_SIM_SHARD_INDEX"), "{}", text(&o));
+}

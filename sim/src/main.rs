@@ -216,7 +216,7 @@ enum Cmd {
         cmd: CorpusCmd,
     },
     /// Merge shard summaries written with `run --json` (refuses shards
-    /// that overlap or repeat).
+    /// that overlap or repeat, and a missing shard: exit 2).
     Merge {
         /// Summary files.
         files: Vec<String>,

@@ -155,6 +155,43 @@ fn sim_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 #[test]
+fn merge_refuses_a_missing_shard_and_takes_all_three() {
+    let files: Vec<String> = (1..=3)
+        .map(|k| {
+            let shard = format!("{k}/3");
+            let o = sim(&[
+                "run",
+                "--scenario",
+                "turns",
+                "--seeds",
+                "0..6",
+                "--shard",
+                &shard,
+                "--json",
+            ]);
+            assert!(o.status.success(), "{}", text(&o));
+            tmp(
+                &format!("shard-{k}.json"),
+                &String::from_utf8_lossy(&o.stdout),
+            )
+        })
+        .collect();
+    let o = sim(&["merge", &files[0], &files[2]]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("missing shard 2/3"),
+        "names the missing shard: {}",
+        text(&o)
+    );
+    let o = sim(&["merge", &files[0], &files[1], &files[2]]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("6 seeds"), "{}", text(&o));
+    for f in files {
+        std::fs::remove_file(f).ok();
+    }
+}
+
+#[test]
 fn shard_auto_reads_a_kubernetes_indexed_job() {
     let env = [("JOB_COMPLETION_INDEX", "1"), ("MSP_SIM_SHARD_COUNT", "3")];
     let o = sim_env(

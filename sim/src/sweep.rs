@@ -13,8 +13,9 @@ use std::sync::Mutex;
 use msp::core::bugs::Bug;
 use serde_json::{json, Value};
 
+use crate::plan::{Plan, Workload};
 use crate::readable::{self, Legend};
-use crate::run::{run, RunConfig, RunResult};
+use crate::run::{run_with, RunConfig, RunResult};
 use crate::workload::Scenario;
 
 /// How many trace entries a failing seed's report shows at most.
@@ -63,14 +64,40 @@ pub fn context_lines(r: &RunResult, at: Option<usize>, count: usize) -> Vec<Stri
 
 /// Runs one seed (twice when `double`), reducing it to an outcome.
 pub fn run_seed(scenario: Scenario, seed: u64, bug: Option<Bug>, double: bool) -> SeedOutcome {
+    run_seed_with(scenario, seed, bug, double, &Plan::seeded())
+}
+
+/// A seeded plan whose clients each issue exactly `commands` commands
+/// (the scenario's other actors unchanged): how `msp-sim bench` measures
+/// the cost per event as the workload grows. A fixed workload draws no
+/// "stop early" decisions, so its runs are not those of `run` for the
+/// same seed.
+pub fn commands_plan(scenario: Scenario, commands: u32) -> Plan {
+    Plan {
+        workload: Some(Workload {
+            commands_per_client: commands,
+            ..Workload::of(scenario)
+        }),
+        ..Plan::seeded()
+    }
+}
+
+/// As [`run_seed`], drawing as `plan` says (e.g. [`commands_plan`]).
+pub fn run_seed_with(
+    scenario: Scenario,
+    seed: u64,
+    bug: Option<Bug>,
+    double: bool,
+    plan: &Plan,
+) -> SeedOutcome {
     let cfg = RunConfig {
         scenario,
         seed,
         bug,
     };
-    let r = run(&cfg);
+    let r = run_with(&cfg, plan, None);
     let divergence = if double {
-        let again = run(&cfg);
+        let again = run_with(&cfg, plan, None);
         r.trace.first_divergence(&again.trace).map(|i| {
             let a = r
                 .trace

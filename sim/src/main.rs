@@ -6,8 +6,10 @@
 //! usage error or an unreadable file, 3 a coverage shortfall (a sweep of
 //! 100 seeds or more never reached or never crashed at a named crash
 //! point; nothing was violated). Only this binary reads wall time, for
-//! progress, budgets and throughput.
+//! progress, budgets and throughput, and CPU time and allocation counts
+//! (its global allocator, [`alloc`]) for `bench`.
 
+mod alloc;
 mod cmd;
 
 use std::process::ExitCode;
@@ -215,6 +217,27 @@ enum Cmd {
         #[command(subcommand)]
         cmd: CorpusCmd,
     },
+    /// Measure the simulator: events/s per core, seeds/s, simulated/wall
+    /// time and allocations per event for each scenario on one thread,
+    /// then the cost per event of one scenario at N, 4N and 16N commands
+    /// per client against the target "<= 1.5x (linear growth)". Reports;
+    /// never fails on timing.
+    Bench {
+        /// Only this scenario (and the growth runs of it; default: every
+        /// scenario, growth runs of mixed).
+        #[arg(long, value_parser = scenarios())]
+        scenario: Option<String>,
+        /// The base N of the growth runs (N, 4N, 16N commands per client).
+        #[arg(long, default_value_t = cmd::bench::DEFAULT_COMMANDS)]
+        commands: u32,
+        /// The seed range A..B of each scenario's run; the growth runs take
+        /// its first seeds (see the module docs of sim/src/cmd/bench.rs).
+        #[arg(long, default_value = cmd::bench::DEFAULT_SEEDS)]
+        seeds: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Merge shard summaries written with `run --json` (refuses shards
     /// that overlap or repeat, and a missing shard: exit 2).
     Merge {
@@ -389,6 +412,17 @@ fn main() -> ExitCode {
             out,
         }),
         Cmd::Merge { files } => cmd::merge::main(&files),
+        Cmd::Bench {
+            scenario,
+            commands,
+            seeds,
+            json,
+        } => cmd::bench::main(cmd::bench::Args {
+            scenario: scenario.as_deref().map(cmd::scenario),
+            commands,
+            seeds,
+            json,
+        }),
         Cmd::Find {
             scenario,
             seeds,

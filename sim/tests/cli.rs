@@ -1,7 +1,9 @@
 //! The `msp-sim` command line: help lists scenarios and bugs; `merge`
-//! refuses overlapping or repeated shards and gives a coverage shortfall
-//! its own exit code; a malformed run file is an error naming the file;
-//! `shrink` ends with its summary line; `replay --focus` filters.
+//! refuses overlapping, repeated or missing shards and gives a coverage
+//! shortfall its own exit code; `run --shard auto` reads a cluster
+//! engine's variables; a malformed run file is an error naming the file;
+//! `shrink` ends with its summary line; `replay --focus` filters; `bench`
+//! prints its growth ratios.
 
 use std::process::{Command, Output};
 
@@ -225,4 +227,48 @@ fn shard_auto_reads_a_kubernetes_indexed_job() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("MSP_SIM_SHARD_INDEX"), "{}", text(&o));
+}
+
+#[test]
+fn bench_reports_the_growth_ratios_with_numbers() {
+    let o = sim(&[
+        "bench",
+        "--scenario",
+        "mixed",
+        "--seeds",
+        "0..2",
+        "--commands",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for n in [16, 64] {
+        let head = format!("growth cost({n})/cost(4): ");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no `{head}` line in:\n{out}"));
+        assert!(line.contains("target <= 1.5x (linear growth): "), "{line}");
+        // "1.07x CPU ns/event, 1.01x allocations/event; ..."
+        let rest = &line[head.len()..];
+        let ratios: Vec<f64> = rest
+            .split(", ")
+            .take(2)
+            .map(|p| {
+                let x = p.split('x').next().unwrap_or_default();
+                x.parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{x:?} of {line}"))
+            })
+            .collect();
+        assert_eq!(ratios.len(), 2, "{line}");
+        assert!(ratios.iter().all(|r| *r > 0.0), "{line}");
+    }
+    // The table: the scenario's row parses too (events and allocs/event).
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("mixed ") && l.contains(" own "))
+        .unwrap_or_else(|| panic!("no mixed row in:\n{out}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert!(cols[3].parse::<u64>().expect("events") > 0, "{row}");
+    assert!(cols[8].parse::<f64>().expect("allocs/event") > 0.0, "{row}");
 }

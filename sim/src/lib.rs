@@ -8,6 +8,7 @@
 //! goes through [`world::World::decide`]; the same seed gives the same
 //! trace hash.
 
+pub mod bench;
 pub mod check;
 pub mod choice;
 pub mod client;
@@ -24,6 +25,7 @@ pub mod process;
 pub mod readable;
 pub mod run;
 pub mod runfile;
+pub mod shard;
 pub mod shrink;
 pub mod signature;
 pub mod sweep;

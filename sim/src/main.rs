@@ -6,8 +6,10 @@
 //! usage error or an unreadable file, 3 a coverage shortfall (a sweep of
 //! 100 seeds or more never reached or never crashed at a named crash
 //! point; nothing was violated). Only this binary reads wall time, for
-//! progress, budgets and throughput.
+//! progress, budgets and throughput, and CPU time and allocation counts
+//! (its global allocator, [`alloc`]) for `bench`.
 
+mod alloc;
 mod cmd;
 
 use std::process::ExitCode;
@@ -71,7 +73,11 @@ enum Cmd {
         /// Worker threads.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
-        /// Run only shard K of N (K/N, 1-based).
+        /// Run only shard K of N (K/N, 1-based), or `auto`: K and N from a
+        /// Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with
+        /// MSP_SIM_SHARD_COUNT), a Slurm array (SLURM_ARRAY_TASK_ID,
+        /// _COUNT, _MIN) or a CI matrix (MSP_SIM_SHARD_INDEX, 0-based, and
+        /// MSP_SIM_SHARD_COUNT).
         #[arg(long)]
         shard: Option<String>,
         /// Print a machine-readable summary (it records its seed range and
@@ -211,8 +217,29 @@ enum Cmd {
         #[command(subcommand)]
         cmd: CorpusCmd,
     },
+    /// Measure the simulator: events/s per core, seeds/s, simulated/wall
+    /// time and allocations per event for each scenario on one thread,
+    /// then the cost per event of one scenario at N, 4N and 16N commands
+    /// per client against the target "<= 1.5x (linear growth)". Reports;
+    /// never fails on timing.
+    Bench {
+        /// Only this scenario (and the growth runs of it; default: every
+        /// scenario, growth runs of mixed).
+        #[arg(long, value_parser = scenarios())]
+        scenario: Option<String>,
+        /// The base N of the growth runs (N, 4N, 16N commands per client).
+        #[arg(long, default_value_t = cmd::bench::DEFAULT_COMMANDS)]
+        commands: u32,
+        /// The seed range A..B of each scenario's run; the growth runs take
+        /// its first seeds (see the module docs of sim/src/cmd/bench.rs).
+        #[arg(long, default_value = cmd::bench::DEFAULT_SEEDS)]
+        seeds: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Merge shard summaries written with `run --json` (refuses shards
-    /// that overlap or repeat).
+    /// that overlap or repeat, and a missing shard: exit 2).
     Merge {
         /// Summary files.
         files: Vec<String>,
@@ -385,6 +412,17 @@ fn main() -> ExitCode {
             out,
         }),
         Cmd::Merge { files } => cmd::merge::main(&files),
+        Cmd::Bench {
+            scenario,
+            commands,
+            seeds,
+            json,
+        } => cmd::bench::main(cmd::bench::Args {
+            scenario: scenario.as_deref().map(cmd::scenario),
+            commands,
+            seeds,
+            json,
+        }),
         Cmd::Find {
             scenario,
             seeds,

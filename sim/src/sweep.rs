@@ -13,8 +13,9 @@ use std::sync::Mutex;
 use msp::core::bugs::Bug;
 use serde_json::{json, Value};
 
+use crate::plan::{Plan, Workload};
 use crate::readable::{self, Legend};
-use crate::run::{run, RunConfig, RunResult};
+use crate::run::{run_with, RunConfig, RunResult};
 use crate::workload::Scenario;
 
 /// How many trace entries a failing seed's report shows at most.
@@ -63,14 +64,40 @@ pub fn context_lines(r: &RunResult, at: Option<usize>, count: usize) -> Vec<Stri
 
 /// Runs one seed (twice when `double`), reducing it to an outcome.
 pub fn run_seed(scenario: Scenario, seed: u64, bug: Option<Bug>, double: bool) -> SeedOutcome {
+    run_seed_with(scenario, seed, bug, double, &Plan::seeded())
+}
+
+/// A seeded plan whose clients each issue exactly `commands` commands
+/// (the scenario's other actors unchanged): how `msp-sim bench` measures
+/// the cost per event as the workload grows. A fixed workload draws no
+/// "stop early" decisions, so its runs are not those of `run` for the
+/// same seed.
+pub fn commands_plan(scenario: Scenario, commands: u32) -> Plan {
+    Plan {
+        workload: Some(Workload {
+            commands_per_client: commands,
+            ..Workload::of(scenario)
+        }),
+        ..Plan::seeded()
+    }
+}
+
+/// As [`run_seed`], drawing as `plan` says (e.g. [`commands_plan`]).
+pub fn run_seed_with(
+    scenario: Scenario,
+    seed: u64,
+    bug: Option<Bug>,
+    double: bool,
+    plan: &Plan,
+) -> SeedOutcome {
     let cfg = RunConfig {
         scenario,
         seed,
         bug,
     };
-    let r = run(&cfg);
+    let r = run_with(&cfg, plan, None);
     let divergence = if double {
-        let again = run(&cfg);
+        let again = run_with(&cfg, plan, None);
         r.trace.first_divergence(&again.trace).map(|i| {
             let a = r
                 .trace
@@ -188,6 +215,165 @@ impl std::fmt::Display for SeedPart {
             "seeds {}..{} shard {}/{}",
             self.start, self.end, self.shard_k, self.shard_n
         )
+    }
+}
+
+/// How many missing shards [`Incomplete::MissingShards`] names at most.
+pub const MISSING_SHARDS_NAMED: usize = 20;
+
+/// Why merged shards do not cover their seeds exactly once
+/// ([`Summary::check_complete`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incomplete {
+    /// The summary does not record which seeds it covers.
+    NoParts,
+    /// Shards of one range A..B into N: these (1-based) are missing.
+    MissingShards {
+        /// First seed of the range.
+        start: u64,
+        /// End of the range (exclusive).
+        end: u64,
+        /// The shard count.
+        n: u64,
+        /// How many shards are missing.
+        count: u64,
+        /// The missing shards, ascending (the first
+        /// [`MISSING_SHARDS_NAMED`]).
+        missing: Vec<u64>,
+    },
+    /// One shard is given more than once.
+    Repeated {
+        /// The repeated shard.
+        part: SeedPart,
+    },
+    /// Parts of different ranges or shard counts leave seeds of their span
+    /// uncovered.
+    MissingSeeds {
+        /// The lowest start of a part.
+        start: u64,
+        /// The highest end of a part.
+        end: u64,
+        /// How many seeds of `start..end` no part covers.
+        count: u64,
+        /// The first of them.
+        first: u64,
+    },
+    /// Parts of different ranges or shard counts cover a seed twice.
+    RepeatedSeed {
+        /// The first such seed.
+        seed: u64,
+    },
+}
+
+impl std::fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Incomplete::NoParts => write!(
+                f,
+                "a summary does not record its seed range and shard (written by an older msp-sim?)"
+            ),
+            Incomplete::MissingShards {
+                start,
+                end,
+                n,
+                count,
+                missing,
+            } => {
+                let names: Vec<String> = missing.iter().map(|k| format!("{k}/{n}")).collect();
+                write!(
+                    f,
+                    "seeds {start}..{end} in {n} shards: missing shard{} {}{}",
+                    if *count == 1 { "" } else { "s" },
+                    names.join(", "),
+                    if *count > missing.len() as u64 {
+                        format!(" (first {} of {count})", missing.len())
+                    } else {
+                        String::new()
+                    }
+                )
+            }
+            Incomplete::Repeated { part } => write!(f, "{part} is given twice"),
+            Incomplete::MissingSeeds {
+                start,
+                end,
+                count,
+                first,
+            } => write!(
+                f,
+                "the parts leave {count} seed(s) of {start}..{end} uncovered (the first is {first})"
+            ),
+            Incomplete::RepeatedSeed { seed } => {
+                write!(f, "seed {seed} is in two parts")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Incomplete {}
+
+/// How a set of parts covers the span from their lowest start to their
+/// highest end.
+struct Coverage {
+    start: u64,
+    end: u64,
+    first_missing: Option<u64>,
+    missing_count: u64,
+    first_repeated: Option<u64>,
+}
+
+/// Counts, without visiting every seed of a large span, how `parts` cover
+/// it: between two consecutive part boundaries the same parts are active
+/// and their coverage repeats with the lcm of their shard counts, so one
+/// period (or the whole stretch, if shorter) is enough.
+fn coverage(parts: &[SeedPart]) -> Coverage {
+    let start = parts.iter().map(|p| p.start).min().unwrap_or(0);
+    let end = parts.iter().map(|p| p.end).max().unwrap_or(0);
+    let mut bounds: Vec<u64> = parts.iter().flat_map(|p| [p.start, p.end]).collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut c = Coverage {
+        start,
+        end,
+        first_missing: None,
+        missing_count: 0,
+        first_repeated: None,
+    };
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let len = b - a;
+        let active: Vec<&SeedPart> = parts
+            .iter()
+            .filter(|p| p.start <= a && b <= p.end)
+            .collect();
+        // The period of the stretch's coverage, capped at its length.
+        let period = active
+            .iter()
+            .try_fold(1u64, |l, p| {
+                let g = gcd(l, p.shard_n);
+                (l / g).checked_mul(p.shard_n).filter(|x| *x < len)
+            })
+            .unwrap_or(len);
+        for r in 0..period.min(len) {
+            let seed = a + r;
+            let times = (len - r).div_ceil(period);
+            match active.iter().filter(|p| p.contains(seed)).count() {
+                0 => {
+                    c.first_missing = c.first_missing.or(Some(seed));
+                    c.missing_count += times;
+                }
+                1 => {}
+                _ => c.first_repeated = c.first_repeated.or(Some(seed)),
+            }
+        }
+    }
+    c
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -350,6 +536,65 @@ impl Summary {
             }
         }
         Ok(())
+    }
+
+    /// Refuses a merged summary whose parts do not cover their seeds
+    /// exactly once: when every part shards the same range A..B into the
+    /// same N, each shard 1..N must be present once (the error names the
+    /// missing ones); otherwise every seed from the lowest start to the
+    /// highest end must be in exactly one part (ranges of their own, such
+    /// as 0..100 and 100..200 unsharded, merge too). Call it once every
+    /// shard is merged in; [`Summary::check_disjoint`] already refused
+    /// overlaps along the way.
+    pub fn check_complete(&self) -> Result<(), Incomplete> {
+        let Some(first) = self.parts.first() else {
+            return Err(Incomplete::NoParts);
+        };
+        if self
+            .parts
+            .iter()
+            .all(|p| (p.start, p.end, p.shard_n) == (first.start, first.end, first.shard_n))
+        {
+            let n = first.shard_n;
+            let mut seen: BTreeMap<u64, u32> = BTreeMap::new();
+            for p in &self.parts {
+                let times = seen.entry(p.shard_k).or_insert(0);
+                *times += 1;
+                if *times > 1 {
+                    return Err(Incomplete::Repeated { part: *p });
+                }
+            }
+            let present = seen.keys().filter(|k| (1..=n).contains(*k)).count() as u64;
+            // Name at most MISSING_SHARDS_NAMED (a crafted N could be huge).
+            let missing: Vec<u64> = (1..=n)
+                .filter(|k| !seen.contains_key(k))
+                .take(MISSING_SHARDS_NAMED)
+                .collect();
+            return if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(Incomplete::MissingShards {
+                    start: first.start,
+                    end: first.end,
+                    n,
+                    count: n - present,
+                    missing,
+                })
+            };
+        }
+        let c = coverage(&self.parts);
+        if let Some(seed) = c.first_repeated {
+            return Err(Incomplete::RepeatedSeed { seed });
+        }
+        match c.first_missing {
+            None => Ok(()),
+            Some(first) => Err(Incomplete::MissingSeeds {
+                start: c.start,
+                end: c.end,
+                count: c.missing_count,
+                first,
+            }),
+        }
     }
 
     /// Rules of PROTOCOL.md 3-4.4 a large `mixed` sweep never exercised
@@ -589,4 +834,148 @@ pub fn repro_line(scenario: Scenario, seed: u64, bug: Option<Bug>) -> String {
         bug.map(|b| format!(" --bug {}", b.name()))
             .unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(start: u64, end: u64, shard_k: u64, shard_n: u64) -> SeedPart {
+        SeedPart {
+            start,
+            end,
+            shard_k,
+            shard_n,
+        }
+    }
+
+    fn merged(parts: &[SeedPart]) -> Summary {
+        Summary {
+            parts: parts.to_vec(),
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn every_shard_of_one_range_is_complete() {
+        let all: Vec<SeedPart> = (1..=3).map(|k| part(0, 100, k, 3)).collect();
+        assert_eq!(merged(&all).check_complete(), Ok(()));
+        assert_eq!(merged(&[part(0, 10, 1, 1)]).check_complete(), Ok(()));
+        // Order does not matter.
+        assert_eq!(
+            merged(&[part(0, 9, 2, 2), part(0, 9, 1, 2)]).check_complete(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_missing_shard_is_named() {
+        let e = merged(&[part(0, 100, 1, 3), part(0, 100, 3, 3)])
+            .check_complete()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            Incomplete::MissingShards {
+                start: 0,
+                end: 100,
+                n: 3,
+                count: 1,
+                missing: vec![2]
+            }
+        );
+        assert_eq!(e.to_string(), "seeds 0..100 in 3 shards: missing shard 2/3");
+        let e = merged(&[part(0, 100, 2, 4)]).check_complete().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "seeds 0..100 in 4 shards: missing shards 1/4, 3/4, 4/4"
+        );
+    }
+
+    #[test]
+    fn a_huge_shard_count_names_only_the_first_missing_shards() {
+        let e = merged(&[part(0, 10, 1, u64::MAX)])
+            .check_complete()
+            .unwrap_err();
+        let Incomplete::MissingShards { count, missing, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*count, u64::MAX - 1);
+        assert_eq!(missing.len(), MISSING_SHARDS_NAMED);
+        assert!(e.to_string().contains("(first 20 of"), "{e}");
+    }
+
+    #[test]
+    fn a_repeated_shard_is_refused() {
+        assert_eq!(
+            merged(&[part(0, 10, 1, 2), part(0, 10, 1, 2), part(0, 10, 2, 2)]).check_complete(),
+            Err(Incomplete::Repeated {
+                part: part(0, 10, 1, 2)
+            })
+        );
+    }
+
+    #[test]
+    fn no_parts_is_refused() {
+        assert_eq!(merged(&[]).check_complete(), Err(Incomplete::NoParts));
+    }
+
+    #[test]
+    fn adjacent_ranges_and_mixed_shard_counts_merge_when_they_cover_once() {
+        // 0..100 unsharded, then 100..200 in two shards.
+        let ok = [
+            part(0, 100, 1, 1),
+            part(100, 200, 1, 2),
+            part(100, 200, 2, 2),
+        ];
+        assert_eq!(merged(&ok).check_complete(), Ok(()));
+        // A gap: 100..200 is missing its second shard (the odd seeds).
+        let e = merged(&ok[..2]).check_complete().unwrap_err();
+        assert_eq!(
+            e,
+            Incomplete::MissingSeeds {
+                start: 0,
+                end: 200,
+                count: 50,
+                first: 101
+            }
+        );
+        // A hole between ranges.
+        assert_eq!(
+            merged(&[part(0, 10, 1, 1), part(20, 30, 1, 1)]).check_complete(),
+            Err(Incomplete::MissingSeeds {
+                start: 0,
+                end: 30,
+                count: 10,
+                first: 10
+            })
+        );
+        // Shards of 2 and of 3 over one range cover some seeds twice.
+        assert_eq!(
+            merged(&[part(0, 12, 1, 2), part(0, 12, 2, 2), part(0, 12, 1, 3)]).check_complete(),
+            Err(Incomplete::RepeatedSeed { seed: 0 })
+        );
+    }
+
+    #[test]
+    fn coverage_counts_a_large_span_by_its_period() {
+        // 10^12 seeds, shards of 3 and 4 mixed over two halves: only a
+        // period of each stretch is visited.
+        let half = 500_000_000_000;
+        let mut parts: Vec<SeedPart> = (1..=3).map(|k| part(0, half, k, 3)).collect();
+        parts.extend(
+            (1..=4)
+                .filter(|k| *k != 2)
+                .map(|k| part(half, 2 * half, k, 4)),
+        );
+        let e = merged(&parts).check_complete().unwrap_err();
+        assert_eq!(
+            e,
+            Incomplete::MissingSeeds {
+                start: 0,
+                end: 2 * half,
+                count: half / 4,
+                first: half + 1
+            }
+        );
+    }
 }

@@ -1,7 +1,9 @@
 //! The `msp-sim` command line: help lists scenarios and bugs; `merge`
-//! refuses overlapping or repeated shards and gives a coverage shortfall
-//! its own exit code; a malformed run file is an error naming the file;
-//! `shrink` ends with its summary line; `replay --focus` filters.
+//! refuses overlapping, repeated or missing shards and gives a coverage
+//! shortfall its own exit code; `run --shard auto` reads a cluster
+//! engine's variables; a malformed run file is an error naming the file;
+//! `shrink` ends with its summary line; `replay --focus` filters; `bench`
+//! prints its growth ratios.
 
 use std::process::{Command, Output};
 
@@ -131,4 +133,142 @@ fn shrink_ends_with_its_summary_and_the_result_replays_from_its_file() {
         "{entries:#?}"
     );
     std::fs::remove_file(out).ok();
+}
+
+/// `run` with environment variables set (and every shard variable of
+/// another engine removed, so the host's own cannot interfere).
+fn sim_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_msp-sim"));
+    for v in [
+        "JOB_COMPLETION_INDEX",
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_STEP",
+        "MSP_SIM_SHARD_INDEX",
+        "MSP_SIM_SHARD_COUNT",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("msp-sim runs")
+}
+
+#[test]
+fn merge_refuses_a_missing_shard_and_takes_all_three() {
+    let files: Vec<String> = (1..=3)
+        .map(|k| {
+            let shard = format!("{k}/3");
+            let o = sim(&[
+                "run",
+                "--scenario",
+                "turns",
+                "--seeds",
+                "0..6",
+                "--shard",
+                &shard,
+                "--json",
+            ]);
+            assert!(o.status.success(), "{}", text(&o));
+            tmp(
+                &format!("shard-{k}.json"),
+                &String::from_utf8_lossy(&o.stdout),
+            )
+        })
+        .collect();
+    let o = sim(&["merge", &files[0], &files[2]]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("missing shard 2/3"),
+        "names the missing shard: {}",
+        text(&o)
+    );
+    let o = sim(&["merge", &files[0], &files[1], &files[2]]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("6 seeds"), "{}", text(&o));
+    for f in files {
+        std::fs::remove_file(f).ok();
+    }
+}
+
+#[test]
+fn shard_auto_reads_a_kubernetes_indexed_job() {
+    let env = [("JOB_COMPLETION_INDEX", "1"), ("MSP_SIM_SHARD_COUNT", "3")];
+    let o = sim_env(
+        &[
+            "run",
+            "--scenario",
+            "turns",
+            "--seeds",
+            "0..6",
+            "--shard",
+            "auto",
+            "--json",
+        ],
+        &env,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("shard 2/3 from a Kubernetes Indexed Job"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json summary");
+    assert_eq!(v["parts"][0]["shard"], serde_json::json!([2, 3]));
+    assert_eq!(v["seeds"], 2);
+    // No engine's variables, or a bad one: a usage error naming it.
+    let o = sim_env(&["run", "--seeds", "0..6", "--shard", "auto"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = sim_env(
+        &["run", "--seeds", "0..6", "--shard", "auto"],
+        &[("MSP_SIM_SHARD_INDEX", "x"), ("MSP_SIM_SHARD_COUNT", "3")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("MSP_SIM_SHARD_INDEX"), "{}", text(&o));
+}
+
+#[test]
+fn bench_reports_the_growth_ratios_with_numbers() {
+    let o = sim(&[
+        "bench",
+        "--scenario",
+        "mixed",
+        "--seeds",
+        "0..2",
+        "--commands",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for n in [16, 64] {
+        let head = format!("growth cost({n})/cost(4): ");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no `{head}` line in:\n{out}"));
+        assert!(line.contains("target <= 1.5x (linear growth): "), "{line}");
+        // "1.07x CPU ns/event, 1.01x allocations/event; ..."
+        let rest = &line[head.len()..];
+        let ratios: Vec<f64> = rest
+            .split(", ")
+            .take(2)
+            .map(|p| {
+                let x = p.split('x').next().unwrap_or_default();
+                x.parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{x:?} of {line}"))
+            })
+            .collect();
+        assert_eq!(ratios.len(), 2, "{line}");
+        assert!(ratios.iter().all(|r| *r > 0.0), "{line}");
+    }
+    // The table: the scenario's row parses too (events and allocs/event).
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("mixed ") && l.contains(" own "))
+        .unwrap_or_else(|| panic!("no mixed row in:\n{out}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert!(cols[3].parse::<u64>().expect("events") > 0, "{row}");
+    assert!(cols[8].parse::<f64>().expect("allocs/event") > 0.0, "{row}");
 }

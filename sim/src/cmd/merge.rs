@@ -1,5 +1,6 @@
 //! `msp-sim merge`: shard summaries into one; refuses shards that overlap
-//! or repeat (a seed would count twice).
+//! or repeat (a seed would count twice) and, once every file is read,
+//! shards that leave seeds of their range uncovered (a missing shard).
 
 use std::process::ExitCode;
 
@@ -39,6 +40,11 @@ pub fn main(files: &[String]) -> ExitCode {
         }
     }
     let t = total.expect("at least one file");
+    // Only now is every shard in: one missing would silently shrink the
+    // sweep (its seeds never run, yet the merged summary passes).
+    if let Err(e) = t.check_complete() {
+        return usage(&format!("refused: {e}"));
+    }
     print!("{}", t.render());
     super::run::exit_of(&t)
 }

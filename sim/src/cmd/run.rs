@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use msp::core::bugs::Bug;
+use msp_sim::shard;
 use msp_sim::sweep::{repro_line, shard_seeds, sweep, SeedPart, Summary};
 use msp_sim::workload::Scenario;
 
@@ -24,7 +25,8 @@ pub struct Args {
     pub seed: Option<u64>,
     /// Worker threads.
     pub jobs: usize,
-    /// Shard K/N.
+    /// Shard K/N (1-based), or `auto`: from a cluster engine's
+    /// environment ([`msp_sim::shard`]).
     pub shard: Option<String>,
     /// Print the JSON summary.
     pub json: bool,
@@ -48,13 +50,19 @@ pub fn main(a: Args) -> ExitCode {
             _ => return usage("--seeds wants A..B with A < B"),
         },
     };
-    let (k, n) = match a.shard.as_deref().map(|s| {
-        s.split_once('/')
-            .map(|(k, n)| (k.parse::<u64>(), n.parse::<u64>()))
-    }) {
+    let (k, n) = match a.shard.as_deref() {
         None => (1, 1),
-        Some(Some((Ok(k), Ok(n)))) if n >= 1 && k >= 1 && k <= n => (k, n),
-        _ => return usage("--shard wants K/N with 1 <= K <= N"),
+        Some("auto") => match shard::detect(|k| std::env::var(k).ok()) {
+            Ok(s) => {
+                eprintln!("msp-sim: --shard auto: {s}");
+                (s.k, s.n)
+            }
+            Err(e) => return usage(&e.to_string()),
+        },
+        Some(s) => match shard::parse_shard(s) {
+            Ok(kn) => kn,
+            Err(e) => return usage(&e.to_string()),
+        },
     };
     let part = SeedPart {
         start: range.start,

@@ -94,6 +94,13 @@ pub struct Harness {
     pub lose_renames: bool,
     /// Compactions that completed.
     pub compactions_count: u64,
+    /// When set, the next performed effect takes effect at its provider and
+    /// then the host process dies before it learns the outcome (a lost
+    /// provider response); the flag clears.
+    pub crash_after_next_effect: bool,
+    /// Effect keys whose outcome a [`Harness::crash_after_next_effect`]
+    /// kept from the host, in order.
+    pub lost_effects: Vec<String>,
 }
 
 impl Harness {
@@ -131,6 +138,8 @@ impl Harness {
             compact_crash: None,
             lose_renames: false,
             compactions_count: 0,
+            crash_after_next_effect: false,
+            lost_effects: Vec::new(),
         }
     }
 
@@ -179,6 +188,13 @@ impl Harness {
         }
         self.held_syncs.clear();
         self.crash();
+    }
+
+    /// The current host incarnation (1 for the first; every crash or
+    /// restart adds one): a driver holding connections sees from it that
+    /// they died.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The host (read-only).
@@ -455,6 +471,7 @@ impl Harness {
                 action,
                 mode,
             } => {
+                let key_for_lost = key.clone();
                 let outcome = match (provider.as_str(), mode) {
                     ("keyed", EffectMode::Query) => {
                         if self.disk.keyed.contains_key(&key) {
@@ -473,6 +490,12 @@ impl Harness {
                     }
                     (_, EffectMode::Query) => EffectOutcome::Unknown,
                 };
+                if mode == EffectMode::Perform && self.crash_after_next_effect {
+                    self.crash_after_next_effect = false;
+                    self.lost_effects.push(key_for_lost);
+                    self.crash_process();
+                    return;
+                }
                 self.host.handle_effect_done(token, outcome, now);
             }
             Output::CrashPoint(_) => {}

@@ -8,6 +8,7 @@
 //! goes through [`world::World::decide`]; the same seed gives the same
 //! trace hash.
 
+pub mod app;
 pub mod bench;
 pub mod check;
 pub mod choice;

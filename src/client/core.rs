@@ -87,6 +87,11 @@ pub struct ClientConfig {
     pub pending_max: usize,
     /// Longest line accepted from the host.
     pub frame_limit_bytes: usize,
+    /// **A planted bug, for the simulator's `client-new-id-on-retry`.**
+    /// Every re-send of an application command mints a new command id, so
+    /// a retry after a lost answer is a second command. Never set it.
+    #[doc(hidden)]
+    pub planted_bug_new_id_on_retry: bool,
 }
 
 impl Default for ClientConfig {
@@ -103,6 +108,7 @@ impl Default for ClientConfig {
             in_use_attempts_per_link: 3,
             pending_max: 1_024,
             frame_limit_bytes: DEFAULT_FRAME_LIMIT_BYTES,
+            planted_bug_new_id_on_retry: false,
         }
     }
 }
@@ -730,6 +736,16 @@ impl ClientCore {
     fn send_cmd(&mut self, now_ms: u64, h: u64) {
         let durability = self.link.as_ref().expect("ready").durability;
         let rpc = self.next_rpc(InFlight::Cmd(h));
+        if self.cfg.planted_bug_new_id_on_retry
+            && self.cmds[&h].sent_count > 0
+            && self.cmds[&h].purpose == Purpose::App
+        {
+            let fresh = self.minter.mint(now_ms, self.entropy.as_mut());
+            let c = self.cmds.get_mut(&h).expect("present");
+            let old = std::mem::replace(&mut c.id, fresh.clone());
+            self.by_id.remove(&old);
+            self.by_id.insert(fresh, h);
+        }
         let c = self.cmds.get_mut(&h).expect("present");
         let params = c.wire.params_with_id(&c.id);
         c.sent_count += 1;

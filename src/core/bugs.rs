@@ -19,11 +19,14 @@ pub enum Bug {
     LeaseNotChecked,
     /// A torn log tail is kept instead of truncated.
     TornTailAccepted,
+    /// An effect in flight at a crash is performed again at a provider that
+    /// does not honour keys, instead of being reported `unknown`.
+    RetryUnkeyedEffect,
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 8] = [
         Bug::AckBeforeSync,
         Bug::DedupeInMemoryOnly,
         Bug::SkipPayloadCheck,
@@ -31,6 +34,7 @@ impl Bug {
         Bug::NoAbandonOnRecovery,
         Bug::LeaseNotChecked,
         Bug::TornTailAccepted,
+        Bug::RetryUnkeyedEffect,
     ];
 
     /// The `--bug` name.
@@ -43,6 +47,7 @@ impl Bug {
             Bug::NoAbandonOnRecovery => "no-abandon-on-recovery",
             Bug::LeaseNotChecked => "lease-not-checked",
             Bug::TornTailAccepted => "torn-tail-accepted",
+            Bug::RetryUnkeyedEffect => "retry-unkeyed-effect",
         }
     }
 

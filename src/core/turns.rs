@@ -834,7 +834,15 @@ impl Host {
             })
             .unwrap_or_default();
         for (item_id, provider, action, approval_id) in open {
-            if self.cfg.effect_providers.get(&provider) == Some(&true) {
+            let keyed = self.cfg.effect_providers.get(&provider) == Some(&true);
+            if keyed || self.bugs.has(Bug::RetryUnkeyedEffect) {
+                // (The planted bug "reconciles" an unkeyed effect by doing
+                // it again.)
+                let mode = if keyed {
+                    EffectMode::Query
+                } else {
+                    EffectMode::Perform
+                };
                 let token = self.token();
                 let now = self.now_ms;
                 self.effects.insert(
@@ -844,7 +852,7 @@ impl Host {
                         item_id,
                         turn_id: String::new(),
                         deadline_ms: now.saturating_add(super::host::EFFECT_TIMEOUT_MS),
-                        query: true,
+                        query: keyed,
                     },
                 );
                 self.push_output(Output::Effect {
@@ -852,7 +860,7 @@ impl Host {
                     provider,
                     key: format!("{sid}:{approval_id}"),
                     action,
-                    mode: EffectMode::Query,
+                    mode,
                 });
             } else {
                 let mut extra = Map::new();

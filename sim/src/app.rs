@@ -36,7 +36,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use msp::client::gate::memory::{Commit, MemoryGateStore};
-use msp::client::gate::{Admission, Gate};
+use msp::client::gate::{Admission, Gate, GateRecord, GateStore};
 use msp::client::optimistic::{OptimisticWrite, StateView, WriteStep};
 use msp::client::wire::CommandSpec;
 use msp::client::{
@@ -99,17 +99,27 @@ pub enum AppBug {
     ClientNewIdOnRetry,
     /// The host performs an unkeyed effect again after a crash.
     RetryUnkeyedEffect,
+    /// The application's handler checks the gate for the request, and
+    /// inserts its own command later, in a second step, acting on the
+    /// check rather than on the insert's answer: two instances that both
+    /// checked before either inserted both send a command.
+    GateCheckThenInsert,
 }
 
 impl AppBug {
     /// Every planted application-level bug.
-    pub const ALL: [AppBug; 2] = [AppBug::ClientNewIdOnRetry, AppBug::RetryUnkeyedEffect];
+    pub const ALL: [AppBug; 3] = [
+        AppBug::ClientNewIdOnRetry,
+        AppBug::RetryUnkeyedEffect,
+        AppBug::GateCheckThenInsert,
+    ];
 
     /// Its `--bug` name.
     pub fn name(self) -> &'static str {
         match self {
             AppBug::ClientNewIdOnRetry => "client-new-id-on-retry",
             AppBug::RetryUnkeyedEffect => Bug::RetryUnkeyedEffect.name(),
+            AppBug::GateCheckThenInsert => "gate-check-then-insert",
         }
     }
 
@@ -172,6 +182,9 @@ struct Request {
 enum JobState {
     /// Arrives at this time.
     Due(u64),
+    /// (`gate-check-then-insert`) Checked, found nothing; inserts and
+    /// sends at this time.
+    CheckedAbsent(u64),
     /// Its command is in flight.
     Command(CommandHandle, CommandId),
     /// Its optimistic write waits for a read.
@@ -427,8 +440,10 @@ impl App {
         let now = self.now;
         for i in 0..self.inst.len() {
             for j in 0..self.inst[i].jobs.len() {
-                let JobState::Due(t) = self.inst[i].jobs[j].state else {
-                    continue;
+                let (t, checked) = match self.inst[i].jobs[j].state {
+                    JobState::Due(t) => (t, false),
+                    JobState::CheckedAbsent(t) => (t, true),
+                    _ => continue,
                 };
                 if t > now {
                     continue;
@@ -454,7 +469,34 @@ impl App {
                 };
                 let fresh = self.inst[i].core.mint_command_id(now);
                 let rid = self.requests[req].id.clone();
+                let gap = TICK_MS * self.rng.gen_range(0..3);
                 let inst = &mut self.inst[i];
+                if self.bug == Some(AppBug::GateCheckThenInsert) {
+                    // The planted bug: check now, insert later, and trust
+                    // the check.
+                    if checked {
+                        let proposed = GateRecord {
+                            request_id: rid.clone(),
+                            command_id: fresh.clone(),
+                            command: spec.to_wire(),
+                            correlation_id: None,
+                            outcome: None,
+                            created_ms: now,
+                        };
+                        let _ = inst.gate.store_mut().claim(&proposed);
+                        let st = match inst.core.submit_with_id(now, fresh.clone(), spec.to_wire())
+                        {
+                            Ok(h) => JobState::Command(h, fresh),
+                            Err(_) => JobState::Due(now + 200),
+                        };
+                        self.inst[i].jobs[j].state = st;
+                        continue;
+                    }
+                    if let Ok(None) = inst.gate.store_mut().get(&rid) {
+                        self.inst[i].jobs[j].state = JobState::CheckedAbsent(now + gap);
+                        continue;
+                    }
+                }
                 let st = match inst.gate.admit(&rid, None, &spec.to_wire(), fresh, now) {
                     Ok(Admission::Answered { outcome, .. }) => {
                         self.record(req, &outcome);

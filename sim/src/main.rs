@@ -238,6 +238,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Sweep an application-level scenario: application instances (the
+    /// real SDK core behind the request gate) against the real host core,
+    /// with lost lines, host and instance crashes, lost provider
+    /// responses.
+    App {
+        /// app-double-click, two-writers, effects or mixed-app.
+        #[arg(long, default_value = "mixed-app", value_parser = PossibleValuesParser::new(msp_sim::app::AppScenario::ALL.map(|s| s.name())))]
+        scenario: String,
+        /// A seed range A..B (B exclusive).
+        #[arg(long, default_value = "0..200")]
+        seeds: String,
+        /// Plant an application-level bug.
+        #[arg(long, value_parser = PossibleValuesParser::new(msp_sim::app::AppBug::ALL.map(|b| b.name())))]
+        bug: Option<String>,
+    },
     /// Merge shard summaries written with `run --json` (refuses shards
     /// that overlap or repeat, and a missing shard: exit 2).
     Merge {
@@ -314,6 +329,11 @@ fn main() -> ExitCode {
     };
     let origin_line = origin(std::env::args().skip(1));
     match cli.cmd {
+        Cmd::App {
+            scenario,
+            seeds,
+            bug,
+        } => cmd::app::main(&scenario, &seeds, bug.as_deref()),
         Cmd::Run {
             scenario,
             seeds,

@@ -37,6 +37,7 @@ fn every_planted_app_bug_is_caught_under_mixed_app() {
         let want = match bug {
             AppBug::ClientNewIdOnRetry => "one-command-per-request",
             AppBug::RetryUnkeyedEffect => "unkeyed-at-most-once",
+            AppBug::GateCheckThenInsert => "one-command-per-request",
         };
         assert_eq!(property, want, "{} at seed {seed}", bug.name());
     }

@@ -1,6 +1,7 @@
 //! The subcommands of `msp-sim`, one module each, and what they share:
 //! naming a run (a seed or a run file) and exit codes.
 
+pub mod app;
 pub mod bench;
 pub mod check;
 pub mod corpus;

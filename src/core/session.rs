@@ -55,8 +55,8 @@ pub struct LedgerEntry {
     pub command_id: String,
     /// The method.
     pub method: String,
-    /// SHA-256 of the payload signature (RFC 8785 bytes).
-    pub sig: [u8; 32],
+    /// The payload signature (RFC 8785 bytes), or its SHA-256.
+    pub sig: Sig,
     /// The admission answer, while it is in memory (`None`: archived).
     pub answer: Option<Answer>,
     /// Logical offset and length of the `received` record.
@@ -98,6 +98,46 @@ pub fn sig_hash(signature: &str) -> [u8; 32] {
     Sha256::digest(signature.as_bytes()).into()
 }
 
+/// A ledger entry's payload signature: the text its `received` record
+/// carries (a fold of the log keeps it, and hashes it only when a snapshot
+/// is written: a load folds every record, and hashing each was a tenth of
+/// it), or the SHA-256 a snapshot restored. Two are equal when their
+/// SHA-256 is.
+#[derive(Debug, Clone)]
+pub enum Sig {
+    /// The signature itself.
+    Text(String),
+    /// Its SHA-256.
+    Sha256([u8; 32]),
+}
+
+impl Sig {
+    /// The SHA-256 of the signature.
+    pub fn sha256(&self) -> [u8; 32] {
+        match self {
+            Sig::Text(t) => sig_hash(t),
+            Sig::Sha256(h) => *h,
+        }
+    }
+
+    /// Whether `signature` is this one.
+    pub fn matches(&self, signature: &str) -> bool {
+        match self {
+            Sig::Text(t) => t == signature,
+            Sig::Sha256(h) => *h == sig_hash(signature),
+        }
+    }
+}
+
+impl PartialEq for Sig {
+    fn eq(&self, other: &Sig) -> bool {
+        match (self, other) {
+            (Sig::Text(a), Sig::Text(b)) => a == b,
+            _ => self.sha256() == other.sha256(),
+        }
+    }
+}
+
 impl LedgerEntry {
     /// `turnId` of the admission ack, if any (pending entries keep their
     /// answer in memory).
@@ -118,7 +158,7 @@ impl LedgerEntry {
 
     /// Whether `signature` is this entry's payload.
     pub fn same_payload(&self, signature: &str) -> bool {
-        self.sig == sig_hash(signature)
+        self.sig.matches(signature)
     }
 
     /// What a replay of this command answers now.
@@ -363,7 +403,7 @@ impl Session {
                     LedgerEntry {
                         command_id,
                         method,
-                        sig: sig_hash(&signature),
+                        sig: Sig::Text(signature),
                         answer: Some(answer),
                         received_at: span,
                         outcome: None,

@@ -888,7 +888,13 @@ impl Client {
     /// A line arrived on the current link.
     pub fn on_line(&mut self, w: &mut World, ctx: &Ctx, line: &[u8]) -> Vec<Action> {
         let mut out = Vec::new();
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        // UTF-8 checked once, whole (serde_json then skips its check of
+        // each string); not UTF-8: the byte parser fails as before.
+        let v = match std::str::from_utf8(line) {
+            Ok(s) => serde_json::from_str::<Value>(s),
+            Err(_) => serde_json::from_slice::<Value>(line),
+        };
+        let Ok(v) = v else {
             return out;
         };
         let has_method = v.get("method").is_some();

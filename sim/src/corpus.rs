@@ -264,6 +264,7 @@ mod tests {
                 choices: vec![1, 0, 2],
                 property: Some("durable-dedupe".into()),
                 trace_hash: 0xabcdef01_23456789,
+                trace_hash_version: crate::trace::TRACE_HASH_VERSION,
                 steps: 3,
                 events_count: 10,
             },

@@ -8,9 +8,13 @@
 //! {"format": "msp-sim run", "version": 1, "scenario": "crash-storm",
 //!  "bug": "torn-tail-accepted", "seed": 12, "workload": null,
 //!  "faultMix": null, "choices": "1 0*3 2 0*40 1", "choicesCount": 48,
-//!  "property": "log-integrity", "traceHash": "5f0c...", "steps": 7,
-//!  "events": 812}
+//!  "property": "log-integrity", "traceHash": "5f0c...",
+//!  "traceHashVersion": 2, "steps": 7, "events": 812}
 //! ```
+//!
+//! `traceHashVersion` names the algorithm of `traceHash`
+//! ([`crate::trace::TRACE_HASH_VERSION`]; a file without it is of version
+//! 1): a hash of another version than this build's cannot be compared.
 //!
 //! `steps` and `events` are informative; `choices` (see
 //! [`crate::choice::encode`]) is what the replay reads.
@@ -27,6 +31,7 @@ use crate::faults::FaultMix;
 use crate::plan::{Plan, Workload};
 use crate::run::{run_with, RunConfig, RunResult};
 use crate::tally::Tally;
+use crate::trace::TRACE_HASH_VERSION;
 use crate::workload::Scenario;
 
 /// The `format` member of every run file.
@@ -54,6 +59,8 @@ pub struct RunFile {
     pub property: Option<String>,
     /// The trace hash of the run.
     pub trace_hash: u64,
+    /// The algorithm version of `trace_hash` (1 when the file has none).
+    pub trace_hash_version: u64,
     /// Its steps (informative).
     pub steps: u64,
     /// Its world events (informative).
@@ -110,9 +117,16 @@ impl RunFile {
             choices: choice::values(&r.choices),
             property: property.map(str::to_string),
             trace_hash: r.trace.hash(),
+            trace_hash_version: TRACE_HASH_VERSION,
             steps: t.steps(),
             events_count: r.events_count,
         }
+    }
+
+    /// Whether its trace hash is of this build's algorithm
+    /// ([`TRACE_HASH_VERSION`]), so a replay's hash can be compared to it.
+    pub fn hash_comparable(&self) -> bool {
+        self.trace_hash_version == TRACE_HASH_VERSION
     }
 
     /// The config to replay it with.
@@ -157,6 +171,7 @@ impl RunFile {
             "choicesCount": self.choices.len(),
             "property": self.property,
             "traceHash": format!("{:016x}", self.trace_hash),
+            "traceHashVersion": self.trace_hash_version,
             "steps": self.steps,
             "events": self.events_count,
         })
@@ -223,6 +238,7 @@ impl RunFile {
         let hash = str_member(o, "traceHash")?;
         let trace_hash = u64::from_str_radix(hash, 16)
             .map_err(|_| format!("\"traceHash\" {hash:?} is not 16 hex digits"))?;
+        let trace_hash_version = opt_u64(o, "traceHashVersion")?.unwrap_or(1);
         Ok(RunFile {
             scenario,
             bug,
@@ -232,6 +248,7 @@ impl RunFile {
             choices,
             property,
             trace_hash,
+            trace_hash_version,
             steps: opt_u64(o, "steps")?.unwrap_or(0),
             events_count: opt_u64(o, "events")?.unwrap_or(0),
         })
@@ -361,6 +378,7 @@ mod tests {
             choices: vec![1, 0, 0, 0, 7],
             property: Some("log-integrity".into()),
             trace_hash: 0x0123_4567_89ab_cdef,
+            trace_hash_version: TRACE_HASH_VERSION,
             steps: 7,
             events_count: 812,
         }
@@ -379,6 +397,16 @@ mod tests {
             ..sample()
         };
         assert_eq!(RunFile::from_json(&bare.to_json()), Ok(bare));
+    }
+
+    #[test]
+    fn a_file_without_a_hash_version_has_a_version_1_hash() {
+        let mut v = sample().to_json();
+        v.as_object_mut().unwrap().remove("traceHashVersion");
+        let f = RunFile::from_json(&v).unwrap();
+        assert_eq!(f.trace_hash_version, 1);
+        assert!(!f.hash_comparable());
+        assert!(sample().hash_comparable());
     }
 
     #[test]

@@ -85,6 +85,7 @@ fn an_entry_replays_bit_for_bit_from_its_file() {
     assert_eq!(a.trace.hash(), b.trace.hash(), "{f}");
     let mut e = e;
     e.run.trace_hash = a.trace.hash();
+    e.run.trace_hash_version = msp_sim::trace::TRACE_HASH_VERSION;
     // Through the file system too.
     let path = std::env::temp_dir().join(format!("msp-sim-corpus-{}.json", std::process::id()));
     let path = path.to_string_lossy().into_owned();

@@ -1122,7 +1122,7 @@ impl Host {
         let l = self.loaded_mut(sid).expect("commit to a loaded session");
         if in_memory_only {
             let end = l.end_offset();
-            l.s.apply(&rec, end);
+            l.s.apply_owned(rec, end);
             return end;
         }
         let bytes = rec.encode();
@@ -1132,12 +1132,12 @@ impl Host {
             l.end_offset(),
             "the fold is at the log's end"
         );
-        l.s.apply(&rec, end);
-        l.unflushed.extend_from_slice(&bytes);
-        l.tail_records += 1;
         if matches!(rec, Record::Received { .. }) {
             l.unflushed_intakes += 1;
         }
+        l.s.apply_owned(rec, end);
+        l.unflushed.extend_from_slice(&bytes);
+        l.tail_records += 1;
         end
     }
 
@@ -1577,7 +1577,7 @@ impl Host {
         for (rec, end) in decoded.records {
             match rec {
                 Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
-                r => s.apply(&r, end),
+                r => s.apply_owned(r, end),
             }
         }
         let mut valid_len = decoded_valid_len;

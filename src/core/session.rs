@@ -55,8 +55,8 @@ pub struct LedgerEntry {
     pub command_id: String,
     /// The method.
     pub method: String,
-    /// SHA-256 of the payload signature (RFC 8785 bytes).
-    pub sig: [u8; 32],
+    /// The payload signature (RFC 8785 bytes), or its SHA-256.
+    pub sig: Sig,
     /// The admission answer, while it is in memory (`None`: archived).
     pub answer: Option<Answer>,
     /// Logical offset and length of the `received` record.
@@ -98,6 +98,46 @@ pub fn sig_hash(signature: &str) -> [u8; 32] {
     Sha256::digest(signature.as_bytes()).into()
 }
 
+/// A ledger entry's payload signature: the text its `received` record
+/// carries (a fold of the log keeps it, and hashes it only when a snapshot
+/// is written: a load folds every record, and hashing each was a tenth of
+/// it), or the SHA-256 a snapshot restored. Two are equal when their
+/// SHA-256 is.
+#[derive(Debug, Clone)]
+pub enum Sig {
+    /// The signature itself.
+    Text(String),
+    /// Its SHA-256.
+    Sha256([u8; 32]),
+}
+
+impl Sig {
+    /// The SHA-256 of the signature.
+    pub fn sha256(&self) -> [u8; 32] {
+        match self {
+            Sig::Text(t) => sig_hash(t),
+            Sig::Sha256(h) => *h,
+        }
+    }
+
+    /// Whether `signature` is this one.
+    pub fn matches(&self, signature: &str) -> bool {
+        match self {
+            Sig::Text(t) => t == signature,
+            Sig::Sha256(h) => *h == sig_hash(signature),
+        }
+    }
+}
+
+impl PartialEq for Sig {
+    fn eq(&self, other: &Sig) -> bool {
+        match (self, other) {
+            (Sig::Text(a), Sig::Text(b)) => a == b,
+            _ => self.sha256() == other.sha256(),
+        }
+    }
+}
+
 impl LedgerEntry {
     /// `turnId` of the admission ack, if any (pending entries keep their
     /// answer in memory).
@@ -118,7 +158,7 @@ impl LedgerEntry {
 
     /// Whether `signature` is this entry's payload.
     pub fn same_payload(&self, signature: &str) -> bool {
-        self.sig == sig_hash(signature)
+        self.sig.matches(signature)
     }
 
     /// What a replay of this command answers now.
@@ -286,9 +326,16 @@ impl Session {
     /// (it starts where the previous record ended). A snapshot must be the
     /// first record folded; it restores the whole state.
     pub fn apply(&mut self, rec: &Record, end_offset: u64) {
+        self.apply_owned(rec.clone(), end_offset);
+    }
+
+    /// [`Session::apply`] of a record the caller is done with: its strings
+    /// and values move into the fold instead of being copied (a load folds
+    /// every record of the log).
+    pub fn apply_owned(&mut self, rec: Record, end_offset: u64) {
         if let Record::Snapshot(snap) = rec {
             assert_eq!(self.record_count, 0, "a snapshot is the first record");
-            *self = Session::from_snapshot(snap);
+            *self = Session::from_snapshot_owned(*snap);
             return;
         }
         let start = self.end_bytes;
@@ -305,19 +352,19 @@ impl Session {
                 start_command_id,
             } => {
                 assert_eq!(self.record_count, 1, "Created must be the first record");
-                self.id = session_id.clone();
-                self.created_at_ms = *created_at_ms;
-                self.updated_at_ms = *created_at_ms;
-                self.workspace_root = workspace_root.clone();
-                self.start_command_id = start_command_id.clone();
+                self.id = session_id;
+                self.created_at_ms = created_at_ms;
+                self.updated_at_ms = created_at_ms;
+                self.workspace_root = workspace_root;
+                self.start_command_id = start_command_id;
             }
             Record::Loaded { at_ms } => {
                 self.lifecycle_open = true;
-                self.updated_at_ms = self.updated_at_ms.max(*at_ms);
+                self.updated_at_ms = self.updated_at_ms.max(at_ms);
             }
             Record::Closed { at_ms, .. } => {
                 self.lifecycle_open = false;
-                self.updated_at_ms = self.updated_at_ms.max(*at_ms);
+                self.updated_at_ms = self.updated_at_ms.max(at_ms);
             }
             Record::Received {
                 command_id,
@@ -327,14 +374,14 @@ impl Session {
                 answer,
                 at_ms,
             } => {
-                let key = id_key(command_id);
+                let key = id_key(&command_id);
                 self.next_seq += 1;
                 if method == "session/resume" && matches!(answer, Answer::Result(_)) {
                     self.resumed = true;
                 }
-                self.updated_at_ms = self.updated_at_ms.max(*at_ms);
+                self.updated_at_ms = self.updated_at_ms.max(at_ms);
                 if method == "turn/start" {
-                    if let Answer::Result(ack) = answer {
+                    if let Answer::Result(ack) = &answer {
                         if ack["disposition"] == "queued" {
                             let turn_id = ack["turnId"].as_str().unwrap_or_default().to_string();
                             self.turns.insert(
@@ -342,7 +389,7 @@ impl Session {
                                 TurnRec {
                                     command_id: command_id.clone(),
                                     status: TurnStatus::Queued,
-                                    text: input_text(params),
+                                    text: input_text(&params),
                                     started: false,
                                     failure: None,
                                 },
@@ -354,10 +401,10 @@ impl Session {
                 let prev = self.ledger.insert(
                     key,
                     LedgerEntry {
-                        command_id: command_id.clone(),
-                        method: method.clone(),
-                        sig: sig_hash(signature),
-                        answer: Some(answer.clone()),
+                        command_id,
+                        method,
+                        sig: Sig::Text(signature),
+                        answer: Some(answer),
                         received_at: span,
                         outcome: None,
                         settled_at: (0, 0),
@@ -371,9 +418,9 @@ impl Session {
                 command_id,
                 outcome,
             } => {
-                if let Some(e) = self.ledger.get_mut(&id_key(command_id)) {
+                if let Some(e) = self.ledger.get_mut(&id_key(&command_id)) {
                     debug_assert!(e.outcome.is_none(), "a command settles once");
-                    e.outcome = Some(outcome.clone());
+                    e.outcome = Some(outcome);
                     e.settled_at = span;
                     e.durable_at = end_offset;
                 }
@@ -385,10 +432,10 @@ impl Session {
                 emitted_at_ms,
                 cause,
             } => {
-                debug_assert_eq!(*n, self.head_n() + 1, "durable ordinals are dense");
-                self.updated_at_ms = self.updated_at_ms.max(*emitted_at_ms);
+                debug_assert_eq!(n, self.head_n() + 1, "durable ordinals are dense");
+                self.updated_at_ms = self.updated_at_ms.max(emitted_at_ms);
                 if let Some(c) = cause {
-                    self.effect_seen.insert(id_key(c));
+                    self.effect_seen.insert(id_key(&c));
                 }
                 if let Some(stream) = params.get("sourceRange") {
                     let key = stream_key(&stream["stream"]);
@@ -396,13 +443,13 @@ impl Session {
                     let s = self.stream_seq.entry(key).or_default();
                     *s = (*s).max(seq);
                 }
-                self.apply_event(method, params);
+                self.apply_event(&method, &params);
                 self.event_starts.push(start);
                 self.events.push(StoredEvent {
-                    n: *n,
-                    method: method.clone(),
-                    params: params.clone(),
-                    emitted_at_ms: *emitted_at_ms,
+                    n,
+                    method,
+                    params,
+                    emitted_at_ms,
                     durable_at: end_offset,
                 });
             }

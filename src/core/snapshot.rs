@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::record::{Answer, Outcome};
-use super::session::{ApprovalRec, LedgerEntry, Session, TaskRec, TurnRec, TurnStatus};
+use super::session::{ApprovalRec, LedgerEntry, Session, Sig, TaskRec, TurnRec, TurnStatus};
 
 /// The log format a snapshot record declares: format 1 is a log of record
 /// types 1-6 with `created` first; format 2 may begin with a snapshot
@@ -330,7 +330,7 @@ impl Session {
             .map(|e| SnapLedger {
                 id: e.command_id.clone(),
                 method: e.method.clone(),
-                sha256: hex(&e.sig),
+                sha256: hex(&e.sig.sha256()),
                 seq: e.seq,
                 received: e.received_at,
                 answer: if e.outcome.is_none() {
@@ -537,7 +537,7 @@ impl Session {
             s.ledger.insert(
                 crate::proto::ids::id_key(&e.id),
                 LedgerEntry {
-                    sig: unhex32(&e.sha256).unwrap_or([0; 32]),
+                    sig: Sig::Sha256(unhex32(&e.sha256).unwrap_or([0; 32])),
                     command_id: e.id,
                     method: e.method,
                     answer: e.answer,
@@ -733,8 +733,8 @@ mod tests {
         for (k, e) in &s.ledger {
             let got = &r.ledger[k];
             assert_eq!(
-                (got.sig, got.received_at, got.settled_at),
-                (e.sig, e.received_at, e.settled_at)
+                (got.sig.sha256(), got.received_at, got.settled_at),
+                (e.sig.sha256(), e.received_at, e.settled_at)
             );
             assert!(got.answer.is_none(), "settled answers stay in the archive");
         }

@@ -255,15 +255,15 @@ fn fold_read(log: &[u8], history: &[u8]) -> Result<Session, (bool, LogCorrupt)> 
             ));
         };
         for (rec, end) in decode_archived(archived, 0).map_err(|c| (true, c))? {
-            s.apply(&rec, end);
+            s.apply_owned(rec, end);
         }
-        for (rec, end) in d.records.iter().skip(1) {
-            s.apply(rec, *end);
+        for (rec, end) in d.records.into_iter().skip(1) {
+            s.apply_owned(rec, end);
         }
         return Ok(s);
     }
-    for (rec, end) in &d.records {
-        s.apply(rec, *end);
+    for (rec, end) in d.records {
+        s.apply_owned(rec, end);
     }
     Ok(s)
 }

@@ -74,7 +74,13 @@ pub fn main(
         r.trace.hash()
     );
     if let Some(f) = &n.file {
-        if f.trace_hash == r.trace.hash() {
+        if !f.hash_comparable() {
+            println!(
+                "the file's trace hash is of an older hash version ({}; this build's is {}): not compared",
+                f.trace_hash_version,
+                msp_sim::trace::TRACE_HASH_VERSION
+            );
+        } else if f.trace_hash == r.trace.hash() {
             println!("replays bit for bit (the file's trace hash)");
         } else {
             println!(

@@ -126,7 +126,7 @@ fn decodes(b: &[u8], at: usize, end: usize, rtype: u8) -> bool {
 
 /// The JSON body of a valid frame whose tag matches its type byte.
 fn body(b: &[u8], at: usize, end: usize, rtype: u8) -> Option<Value> {
-    let v: Value = serde_json::from_slice(&b[at + HEADER_BYTES..end]).ok()?;
+    let v: Value = super::wire::json_of(&b[at + HEADER_BYTES..end]).ok()?;
     (v["record"].as_str()? == tag_of(rtype)?).then_some(v)
 }
 

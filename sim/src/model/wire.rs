@@ -34,9 +34,19 @@ pub enum Frame {
     },
 }
 
+/// Parses JSON from bytes: from a `str` when they are UTF-8 (checked once,
+/// whole; serde_json then does not check each string again), else as bytes
+/// (which then fails as before). Either way the same value or an error.
+pub fn json_of(b: &[u8]) -> serde_json::Result<Value> {
+    match std::str::from_utf8(b) {
+        Ok(s) => serde_json::from_str(s),
+        Err(_) => serde_json::from_slice(b),
+    }
+}
+
 /// Parses one line; `None` for anything that is not a JSON-RPC object.
 pub fn parse(line: &[u8]) -> Option<Frame> {
-    let v: Value = serde_json::from_slice(line).ok()?;
+    let v: Value = json_of(line).ok()?;
     let mut o = match v {
         Value::Object(o) => o,
         _ => return None,
@@ -249,6 +259,22 @@ mod tests {
         assert_ne!(signature("turn/start", &b), signature("turn/start", &c));
         assert_ne!(signature("turn/start", &b), signature("turn/steer", &b));
         assert_eq!(signature("view/page", &b), None);
+    }
+
+    #[test]
+    fn json_of_reads_bytes_as_serde_json_does() {
+        let cases: [&[u8]; 6] = [
+            br#"{"a":"\u00e9t\u00e9","b":[1,2.5,null]}"#,
+            "{\"a\":\"\u{e9}t\u{e9}\"}".as_bytes(),
+            b"{\"a\":\"\xff\"}",
+            b"\xff",
+            br#"{"a":"\ud800"}"#,
+            b"[1,",
+        ];
+        for b in cases {
+            let want = serde_json::from_slice::<Value>(b).ok();
+            assert_eq!(json_of(b).ok(), want, "{b:?}");
+        }
     }
 
     #[test]

@@ -285,7 +285,7 @@ impl Growth {
     pub fn saturation_note(&self) -> Option<String> {
         self.saturated().then(|| {
             format!(
-                "  note: events per seed grew {} for {}x the commands per client: the runs saturate (the safety phase ends at {} s simulated, before the clients' budgets), so cost({}) is not the cost of {} commands",
+                "  note: events per seed grew {} for {}x the commands per client: the runs saturate (something other than the clients' budgets ended them: the safety phase's cap, stretched in proportion from {} s simulated, or lost sessions), so cost({}) is not the cost of {} commands",
                 times(self.events),
                 self.n / self.base_n.max(1),
                 crate::run::SAFETY_MAX_MS / 1000,

@@ -231,6 +231,18 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
 }
 
 impl Sim {
+    /// How long the safety phase may last: [`SAFETY_MAX_MS`], stretched
+    /// in proportion for a fixed workload with more commands per client
+    /// than the scenario's (so `msp-sim bench --commands N` measures N
+    /// commands, not as many as fit in 60 s). Scenario workloads and
+    /// shrunk ones (fewer commands) keep the plain cap, so their traces
+    /// are unchanged.
+    fn safety_ms(&self) -> u64 {
+        let own = u64::from(Workload::of(self.cfg.scenario).commands_per_client.max(1));
+        let asked = u64::from(self.workload.commands_per_client);
+        SAFETY_MAX_MS * asked.div_ceil(own).max(1)
+    }
+
     fn note(&mut self, actor: Actor, what: What) {
         let now = self.w.now_ms - START_MS;
         self.trace.push(now, actor, what);
@@ -277,7 +289,7 @@ impl Sim {
             self.clients.push(Client::new(o, Role::Observer, 0));
             self.w.schedule(self.w.now_ms + 500, Event::ClientWake(o));
         }
-        self.w.schedule(START_MS + SAFETY_MAX_MS, Event::Heal);
+        self.w.schedule(START_MS + self.safety_ms(), Event::Heal);
         while let Some(ev) = self.w.pop() {
             self.events_count += 1;
             if self.events_count > EVENTS_MAX {

@@ -574,7 +574,15 @@ impl Model {
             return;
         }
         let durable = true;
-        for r in recs {
+        for (i, r) in recs.into_iter().enumerate() {
+            // A carrier-less command's admission window holds the state
+            // after *every* durable record, not only at sync points: a
+            // turn that starts and is interrupted within one synced batch
+            // was running in between, where the host admitted the
+            // interrupt (mixed seed 3496 of 0..10000).
+            if i > 0 {
+                self.refresh_windows(sid);
+            }
             let sess = self
                 .sessions
                 .entry(sid.to_string())

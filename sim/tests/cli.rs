@@ -3,7 +3,8 @@
 //! shortfall its own exit code; `run --shard auto` reads a cluster
 //! engine's variables; a malformed run file is an error naming the file;
 //! `shrink` ends with its summary line; `replay --focus` filters; `bench`
-//! prints its growth ratios.
+//! prints its growth ratios; `app` fails with a reproduction line that
+//! fails again.
 
 use std::process::{Command, Output};
 
@@ -271,4 +272,28 @@ fn bench_reports_the_growth_ratios_with_numbers() {
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert!(cols[3].parse::<u64>().expect("events") > 0, "{row}");
     assert!(cols[8].parse::<f64>().expect("allocs/event") > 0.0, "{row}");
+}
+
+#[test]
+fn app_sweeps_pass_clean_and_a_planted_bug_prints_a_reproduction_that_fails_again() {
+    let o = sim(&["app", "--scenario", "app-double-click", "--seeds", "0..5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("0 failed"), "{}", text(&o));
+    let o = sim(&["app", "--bug", "gate-check-then-insert", "--seeds", "0..5"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("one-command-per-request"), "{t}");
+    let line = t
+        .lines()
+        .skip_while(|l| !l.contains("reproduce with:"))
+        .nth(1)
+        .expect("a reproduction line")
+        .trim()
+        .to_string();
+    let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+    assert_eq!(args.first(), Some(&"app"), "{line}");
+    let again = sim(&args);
+    assert_eq!(again.status.code(), Some(1), "{line}: {}", text(&again));
+    let bad = sim(&["app", "--seeds", "5..5"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }

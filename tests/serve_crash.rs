@@ -471,12 +471,27 @@ fn crash_between_intake_and_ack_then_replay_answers_once() {
     }
 }
 
-#[test]
-fn crash_after_a_keyed_effect_reconciles_it_without_a_second_mutation() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// What [`approve_an_effect_and_die`] left behind.
+struct DiedAfterEffect {
+    sid: String,
+    aid: String,
+    /// The `approval/decide` sent (to replay it).
+    decide: Value,
+    /// Its answer, if the host sent it before dying.
+    first: Option<Value>,
+}
+
+/// Starts `msp serve` set to die right after an effect takes place, has it
+/// run `!effect PROVIDER ACTION`, approves it, and checks the host died
+/// there (SIGABRT).
+fn approve_an_effect_and_die(
+    dir: &std::path::Path,
+    provider: &str,
+    action: &str,
+) -> DiedAfterEffect {
     let sid = v7();
     let (mut server, c) = start(
-        dir.path(),
+        dir,
         Via::Stdio,
         &[],
         &[("MSP_CRASH_AT", "after-effect-before-settle")],
@@ -484,7 +499,11 @@ fn crash_after_a_keyed_effect_reconciles_it_without_a_second_mutation() {
     let mut c = c.expect("stdio client");
     c.init();
     c.start_session(&sid);
-    c.request("turn/start", json!({"commandId": v7(), "sessionId": sid, "input": [{"type": "text", "text": "!effect keyed pay-42"}]}));
+    let text = format!("!effect {provider} {action}");
+    c.request(
+        "turn/start",
+        json!({"commandId": v7(), "sessionId": sid, "input": [{"type": "text", "text": text}]}),
+    );
     let req = c.wait_for("approval/request", |f| f["method"] == "approval/request");
     let aid = req["params"]["approvalId"]
         .as_str()
@@ -500,6 +519,23 @@ fn crash_after_a_keyed_effect_reconciles_it_without_a_second_mutation() {
         Some(6),
         "died after the effect"
     );
+    DiedAfterEffect {
+        sid,
+        aid,
+        decide,
+        first,
+    }
+}
+
+#[test]
+fn crash_after_a_keyed_effect_reconciles_it_without_a_second_mutation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let DiedAfterEffect {
+        sid,
+        aid,
+        decide,
+        first,
+    } = approve_an_effect_and_die(dir.path(), "keyed", "pay-42");
     let keyed = dir.path().join("providers/keyed");
     assert_eq!(
         std::fs::read_dir(&keyed).expect("keyed dir").count(),
@@ -546,32 +582,8 @@ fn an_unkeyed_effect_lost_in_a_crash_stays_unknown_until_an_operator_decides() {
     use msp::client::reconcile::{decide, reconcile, Decision, Reconciled, Settled};
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let sid = v7();
-    let (mut server, c) = start(
-        dir.path(),
-        Via::Stdio,
-        &[],
-        &[("MSP_CRASH_AT", "after-effect-before-settle")],
-    );
-    let mut c = c.expect("stdio client");
-    c.init();
-    c.start_session(&sid);
-    c.request("turn/start", json!({"commandId": v7(), "sessionId": sid, "input": [{"type": "text", "text": "!effect unkeyed pay-7"}]}));
-    let req = c.wait_for("approval/request", |f| f["method"] == "approval/request");
-    let aid = req["params"]["approvalId"]
-        .as_str()
-        .expect("approvalId")
-        .to_string();
-    let decide_cmd = json!({"commandId": v7(), "sessionId": sid, "approvalId": aid,
-        "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"});
-    let id = c.send_request("approval/decide", decide_cmd);
-    c.wait_for_or_eof(|f| is_response(f) && f["id"] == json!(id));
-    c.expect_eof();
-    assert_eq!(
-        server.wait_exit().signal(),
-        Some(6),
-        "died after the effect"
-    );
+    let DiedAfterEffect { sid, aid, .. } =
+        approve_an_effect_and_die(dir.path(), "unkeyed", "pay-7");
     let mutations = || {
         std::fs::read_to_string(dir.path().join("providers/unkeyed.log"))
             .expect("unkeyed log")

@@ -47,6 +47,8 @@ use msp::core::bugs::{Bug, BugSet};
 use msp::core::record::{decode_log, Outcome, Record};
 use msp::core::{ConnId, Durability, HostConfig};
 use msp::harness::Harness;
+
+use crate::trace::Fnv;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
@@ -214,27 +216,19 @@ struct App {
     rng: ChaCha8Rng,
     now: u64,
     h: Harness,
-    store: MemoryGateStore,
     inst: Vec<Instance>,
     session: Option<SessionId>,
     requests: Vec<Request>,
     /// Host-recorded outcomes of each request's arrivals.
     outcomes: BTreeMap<usize, Vec<Value>>,
     faults: BTreeMap<&'static str, u64>,
-    hash: u64,
+    hash: Fnv,
     bug: Option<AppBug>,
     p_drop: f64,
     /// The host incarnation the instances' links belong to.
     incarnation: u64,
     /// Instance 0's `session/start`.
     boot: Option<CommandHandle>,
-}
-
-fn fnv(h: &mut u64, b: &[u8]) {
-    for x in b {
-        *h ^= u64::from(*x);
-        *h = h.wrapping_mul(0x0100_0000_01b3);
-    }
 }
 
 impl App {
@@ -268,7 +262,7 @@ impl App {
                     match o {
                         msp::client::Output::Send(bytes) => {
                             let Some(c) = self.inst[i].conn else { continue };
-                            fnv(&mut self.hash, &bytes);
+                            self.hash.bytes(&bytes);
                             if self.faulty() && self.rng.gen_bool(self.p_drop) {
                                 self.count("request line lost");
                                 continue;
@@ -286,7 +280,7 @@ impl App {
                 if let Some(c) = self.inst[i].conn {
                     for line in self.h.take_raw(c) {
                         moved = true;
-                        fnv(&mut self.hash, &line);
+                        self.hash.bytes(&line);
                         if self.faulty() && self.rng.gen_bool(self.p_drop) {
                             self.count("answer line lost");
                             continue;
@@ -389,24 +383,18 @@ impl App {
                     set.insert("k".into(), json!(k + 1));
                     Some(set)
                 });
-                self.step_write(i, req, w, step)
+                self.step_write(i, w, step)
             }
             (JobState::Write(_, mut w), Completion::Command { outcome, .. }) => {
                 let step = w.on_outcome(&outcome);
-                self.step_write(i, req, w, step)
+                self.step_write(i, w, step)
             }
             _ => JobState::Done,
         };
         self.inst[i].jobs[j].state = next;
     }
 
-    fn step_write(
-        &mut self,
-        i: usize,
-        req: usize,
-        w: OptimisticWrite,
-        step: WriteStep,
-    ) -> JobState {
+    fn step_write(&mut self, i: usize, w: OptimisticWrite, step: WriteStep) -> JobState {
         let now = self.now;
         match step {
             WriteStep::Fetch(spec) => match self.inst[i].core.read(now, spec) {
@@ -417,10 +405,7 @@ impl App {
                 Ok((h, _)) => JobState::Write(h, w),
                 Err(_) => JobState::Due(now + 200),
             },
-            WriteStep::Done { .. } | WriteStep::Stopped(_) => {
-                let _ = req;
-                JobState::Done
-            }
+            WriteStep::Done { .. } | WriteStep::Stopped(_) => JobState::Done,
         }
     }
 
@@ -452,7 +437,7 @@ impl App {
                 let spec = match &self.requests[req].kind {
                     Kind::Increment => {
                         let (w, step) = OptimisticWrite::new(sid.clone(), 50);
-                        let st = self.step_write(i, req, w, step);
+                        let st = self.step_write(i, w, step);
                         self.inst[i].jobs[j].state = st;
                         continue;
                     }
@@ -613,13 +598,12 @@ pub fn run_app(scenario: AppScenario, seed: u64, bug: Option<AppBug>) -> AppRun 
         rng,
         now: T0,
         h,
-        store: store.clone(),
         inst: Vec::new(),
         session: None,
         requests: Vec::new(),
         outcomes: BTreeMap::new(),
         faults: BTreeMap::new(),
-        hash: 0xcbf2_9ce4_8422_2325,
+        hash: Fnv::new(),
         bug,
         p_drop: 0.0,
         incarnation: 1,
@@ -741,14 +725,13 @@ impl App {
                 })
             })
             .count();
-        let _ = &self.store;
         AppRun {
             seed,
             violations,
             answered_count,
             requests_count: self.requests.len(),
             faults: self.faults,
-            hash: self.hash,
+            hash: self.hash.0,
         }
     }
 

@@ -18,11 +18,7 @@ pub fn main(scenario: &str, seeds: &str, bug: Option<&str>) -> ExitCode {
         Some((_, Some(b))) => Some(b),
         Some((b, None)) => return usage(&format!("unknown app bug {b}")),
     };
-    let Some(range) = seeds
-        .split_once("..")
-        .and_then(|(a, b)| Some(a.parse::<u64>().ok()?..b.parse::<u64>().ok()?))
-        .filter(|r| r.start < r.end)
-    else {
+    let Some(range) = super::seed_range(seeds) else {
         return usage("--seeds wants A..B with A < B");
     };
     let started = Instant::now();

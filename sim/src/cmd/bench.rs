@@ -83,13 +83,8 @@ fn process_cpu_ns() -> Option<u64> {
 /// Runs the subcommand; its exit code (0 unless the arguments are bad:
 /// timings are reported, never judged).
 pub fn main(a: Args) -> ExitCode {
-    let range = match a
-        .seeds
-        .split_once("..")
-        .map(|(x, y)| (x.parse::<u64>(), y.parse::<u64>()))
-    {
-        Some((Ok(x), Ok(y))) if x < y => x..y,
-        _ => return usage("--seeds wants A..B with A < B"),
+    let Some(range) = super::seed_range(&a.seeds) else {
+        return usage("--seeds wants A..B with A < B");
     };
     if a.commands == 0 {
         return usage("--commands wants N >= 1");

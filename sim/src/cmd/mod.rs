@@ -34,6 +34,13 @@ pub fn usage(msg: &str) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
+/// Parses a `--seeds A..B` range (B exclusive, A < B).
+pub fn seed_range(text: &str) -> Option<std::ops::Range<u64>> {
+    let (a, b) = text.split_once("..")?;
+    let (a, b) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
+    (a < b).then_some(a..b)
+}
+
 /// A scenario name clap already validated.
 pub fn scenario(name: &str) -> Scenario {
     Scenario::from_name(name).expect("clap checks scenario names")

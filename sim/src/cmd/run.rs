@@ -42,12 +42,9 @@ pub fn main(a: Args) -> ExitCode {
         (Some(_), Some(_)) => return usage("give --seeds or --seed, not both"),
         (None, Some(n)) => n..n + 1,
         (None, None) => 0..100,
-        (Some(r), None) => match r
-            .split_once("..")
-            .map(|(x, y)| (x.parse::<u64>(), y.parse::<u64>()))
-        {
-            Some((Ok(x), Ok(y))) if x < y => x..y,
-            _ => return usage("--seeds wants A..B with A < B"),
+        (Some(r), None) => match super::seed_range(&r) {
+            Some(r) => r,
+            None => return usage("--seeds wants A..B with A < B"),
         },
     };
     let (k, n) = match a.shard.as_deref() {

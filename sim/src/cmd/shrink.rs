@@ -169,12 +169,8 @@ pub fn find(
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
-    let range = match seeds
-        .split_once("..")
-        .map(|(x, y)| (x.parse::<u64>(), y.parse::<u64>()))
-    {
-        Some((Ok(x), Ok(y))) if x < y => x..y,
-        _ => return usage("--seeds wants A..B with A < B"),
+    let Some(range) = super::seed_range(seeds) else {
+        return usage("--seeds wants A..B with A < B");
     };
     let mut found = 0;
     let mut tried = 0;

@@ -320,6 +320,14 @@ fn origin(args: impl Iterator<Item = String>) -> String {
 }
 
 fn main() -> ExitCode {
+    // A closed stdout (`msp-sim ... | head`) ends the process quietly, as
+    // for any Unix filter, instead of a panic on the next print.
+    #[cfg(unix)]
+    // SAFETY: restores the default action of one signal before any thread
+    // starts; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::bugs::Bug;
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
-use super::record::{decode_archived, Answer, Outcome, Record};
+use super::record::{decode_archived, Answer, Outcome, Record, StoredAnswer};
 use super::session::{Replay, TurnStatus};
 use super::{ConnId, Durability, HistoryResult, OpenMode, OpenResult, ReadResult};
 use crate::proto::canonical::signature;
@@ -201,7 +201,7 @@ impl Host {
         let recs = decode_archived(bytes, at)
             .map_err(|c| NotYet::Failed(RpcError::log_corrupt(&file, c.offset, &c.detail)))?;
         match recs.first().map(|(r, _)| r) {
-            Some(Record::Received { answer, .. }) if !settled => Ok(answer.clone()),
+            Some(Record::Received { answer, .. }) if !settled => Ok(answer.to_answer()),
             Some(Record::Settled {
                 outcome: Outcome::Rejected { error },
                 ..
@@ -232,7 +232,7 @@ impl Host {
                 method: c.method.clone(),
                 params: c.normalized.clone(),
                 signature: sig,
-                answer,
+                answer: StoredAnswer::new(&answer),
                 at_ms: now,
             },
         );

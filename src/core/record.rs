@@ -26,6 +26,98 @@ pub enum Answer {
     Error(Value),
 }
 
+/// An admission answer as a `received` record and the ledger keep it: the
+/// JSON text of its `result` or `error` object, parsed only when a replay
+/// or a turn rule reads it.
+///
+/// A load folds every `received` record and keeps its answer, but reads
+/// almost none of them: as a `serde_json::Value` tree each answer cost an
+/// allocation per node to decode and again to drop, and `session/resume`
+/// answers carry whole view snapshots, so that cost grew with the session
+/// times its resumes (most of a long run's load time, issue 10). Serialised,
+/// it is byte for byte the [`Answer`] it was made from.
+#[derive(Clone)]
+pub struct StoredAnswer {
+    error: bool,
+    json: Box<serde_json::value::RawValue>,
+}
+
+impl StoredAnswer {
+    /// The stored form of `answer`.
+    pub fn new(answer: &Answer) -> StoredAnswer {
+        let (error, v) = match answer {
+            Answer::Result(v) => (false, v),
+            Answer::Error(v) => (true, v),
+        };
+        StoredAnswer {
+            error,
+            json: serde_json::value::to_raw_value(v).expect("a Value always serialises"),
+        }
+    }
+
+    /// The answer, parsed.
+    pub fn to_answer(&self) -> Answer {
+        let v: Value = serde_json::from_str(self.json.get()).expect("stored answers are JSON text");
+        if self.error {
+            Answer::Error(v)
+        } else {
+            Answer::Result(v)
+        }
+    }
+
+    /// Whether the answer is an ack (`result`), not a rejection.
+    pub fn is_result(&self) -> bool {
+        !self.error
+    }
+
+    /// A top-level string member of an ack (`turnId`, `disposition`),
+    /// read without building the whole tree.
+    pub fn result_str(&self, member: &str) -> Option<String> {
+        if self.error {
+            return None;
+        }
+        type Members<'a> =
+            std::collections::BTreeMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>;
+        let m: Members<'_> = serde_json::from_str(self.json.get()).ok()?;
+        let raw = m.get(member)?;
+        serde_json::from_str::<String>(raw.get()).ok()
+    }
+}
+
+impl std::fmt::Debug for StoredAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tag = if self.error { "Error" } else { "Result" };
+        write!(f, "{tag}({})", self.json.get())
+    }
+}
+
+impl PartialEq for StoredAnswer {
+    /// Equal JSON values (the text of one written by another writer may
+    /// differ in spacing or member order).
+    fn eq(&self, other: &StoredAnswer) -> bool {
+        self.error == other.error
+            && (self.json.get() == other.json.get() || self.to_answer() == other.to_answer())
+    }
+}
+
+impl Serialize for StoredAnswer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry(if self.error { "error" } else { "result" }, &self.json)?;
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredAnswer {
+    /// Through [`Answer`], so any deserializer can read it (the general
+    /// record path buffers, and a raw JSON value cannot be read from a
+    /// buffer); the fast record path reads the text directly.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StoredAnswer, D::Error> {
+        Answer::deserialize(d).map(|a| StoredAnswer::new(&a))
+    }
+}
+
 /// A command's terminal outcome (the `settled` half of the intake pair).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "outcome")]
@@ -76,7 +168,7 @@ pub enum Record {
         /// The payload signature (RFC 8785).
         signature: String,
         /// The admission decision.
-        answer: Answer,
+        answer: StoredAnswer,
         /// Admission time.
         at_ms: u64,
     },
@@ -176,7 +268,24 @@ mod fast {
     use serde::Deserialize;
     use serde_json::Value;
 
-    use super::{Answer, Outcome, Record};
+    use super::{Outcome, Record, StoredAnswer};
+
+    /// An answer read as text (see [`StoredAnswer`]).
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    enum RawAnswer {
+        Result(Box<serde_json::value::RawValue>),
+        Error(Box<serde_json::value::RawValue>),
+    }
+
+    impl From<RawAnswer> for StoredAnswer {
+        fn from(a: RawAnswer) -> StoredAnswer {
+            match a {
+                RawAnswer::Result(json) => StoredAnswer { error: false, json },
+                RawAnswer::Error(json) => StoredAnswer { error: true, json },
+            }
+        }
+    }
 
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -203,7 +312,7 @@ mod fast {
         method: String,
         params: Value,
         signature: String,
-        answer: Answer,
+        answer: RawAnswer,
         at_ms: u64,
     }
 
@@ -263,7 +372,7 @@ mod fast {
                     method: r.method,
                     params: r.params,
                     signature: r.signature,
-                    answer: r.answer,
+                    answer: r.answer.into(),
                     at_ms: r.at_ms,
                 })
             }
@@ -469,7 +578,7 @@ mod tests {
                 method: "turn/start".into(),
                 params: json!({"a": 1}),
                 signature: "sig".into(),
-                answer: Answer::Result(json!({"ok": true})),
+                answer: StoredAnswer::new(&Answer::Result(json!({"ok": true}))),
                 at_ms: 2,
             },
             Record::Settled {
@@ -528,7 +637,9 @@ mod tests {
                 method: "turn/steer".into(),
                 params: json!({"x": [1, 2.5, null, "t"], "y": {"z": false}}),
                 signature: "sig2".into(),
-                answer: Answer::Error(json!({"code": -32030, "data": {"reason": "r"}})),
+                answer: StoredAnswer::new(&Answer::Error(
+                    json!({"code": -32030, "data": {"reason": "r"}}),
+                )),
                 at_ms: 4,
             },
             Record::Settled {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::{json, Map, Value};
 
-use super::record::{Answer, Outcome, Record};
+use super::record::{Answer, Outcome, Record, StoredAnswer};
 use crate::proto::ids::id_key;
 
 /// Where a turn stands.
@@ -58,7 +58,7 @@ pub struct LedgerEntry {
     /// The payload signature (RFC 8785 bytes), or its SHA-256.
     pub sig: Sig,
     /// The admission answer, while it is in memory (`None`: archived).
-    pub answer: Option<Answer>,
+    pub answer: Option<StoredAnswer>,
     /// Logical offset and length of the `received` record.
     pub received_at: (u64, u32),
     /// The terminal outcome, once settled. A rejection whose `settled`
@@ -142,18 +142,12 @@ impl LedgerEntry {
     /// `turnId` of the admission ack, if any (pending entries keep their
     /// answer in memory).
     pub fn answer_turn_id(&self) -> Option<String> {
-        match &self.answer {
-            Some(Answer::Result(r)) => r["turnId"].as_str().map(str::to_string),
-            _ => None,
-        }
+        self.answer.as_ref()?.result_str("turnId")
     }
 
     /// `disposition` of a `turn/start` ack, if any.
-    pub fn answer_disposition(&self) -> Option<&str> {
-        match &self.answer {
-            Some(Answer::Result(r)) => r["disposition"].as_str(),
-            _ => None,
-        }
+    pub fn answer_disposition(&self) -> Option<String> {
+        self.answer.as_ref()?.result_str("disposition")
     }
 
     /// Whether `signature` is this entry's payload.
@@ -175,7 +169,7 @@ impl LedgerEntry {
                 &self.command_id,
             ))),
             Some(Outcome::Applied) | None => match &self.answer {
-                Some(a) => Replay::Now(a.clone()),
+                Some(a) => Replay::Now(a.to_answer()),
                 None => Replay::Archived {
                     at: self.received_at.0,
                     len: self.received_at.1,
@@ -376,14 +370,14 @@ impl Session {
             } => {
                 let key = id_key(&command_id);
                 self.next_seq += 1;
-                if method == "session/resume" && matches!(answer, Answer::Result(_)) {
+                if method == "session/resume" && answer.is_result() {
                     self.resumed = true;
                 }
                 self.updated_at_ms = self.updated_at_ms.max(at_ms);
                 if method == "turn/start" {
-                    if let Answer::Result(ack) = &answer {
-                        if ack["disposition"] == "queued" {
-                            let turn_id = ack["turnId"].as_str().unwrap_or_default().to_string();
+                    if answer.result_str("disposition").as_deref() == Some("queued") {
+                        {
+                            let turn_id = answer.result_str("turnId").unwrap_or_default();
                             self.turns.insert(
                                 turn_id.clone(),
                                 TurnRec {
@@ -742,7 +736,9 @@ mod tests {
                 method: "turn/start".into(),
                 params: json!({"input": [{"type": "text", "text": "hi"}]}),
                 signature: "x".into(),
-                answer: Answer::Result(json!({"disposition": "queued", "turnId": "C1"})),
+                answer: StoredAnswer::new(&Answer::Result(
+                    json!({"disposition": "queued", "turnId": "C1"}),
+                )),
                 at_ms: 7,
             },
             30,

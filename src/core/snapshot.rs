@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::record::{Answer, Outcome};
+use super::record::{Outcome, StoredAnswer};
 use super::session::{ApprovalRec, LedgerEntry, Session, Sig, TaskRec, TurnRec, TurnStatus};
 
 /// The log format a snapshot record declares: format 1 is a log of record
@@ -214,7 +214,7 @@ pub struct SnapLedger {
     pub received: (u64, u32),
     /// The admission answer, present while the command is pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<Answer>,
+    pub answer: Option<StoredAnswer>,
     /// `applied`, `rejected` or `abandoned`; absent while pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
@@ -651,7 +651,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::record::{decode_log, Record};
+    use crate::core::record::{decode_log, Answer, Record, StoredAnswer};
     use serde_json::json;
 
     /// A session of `n` settled `state/update`s and their events.
@@ -682,7 +682,7 @@ mod tests {
                     method: "state/update".into(),
                     params: json!({"k": i}),
                     signature: format!("sig{i}"),
-                    answer: Answer::Result(json!({"revision": i + 1})),
+                    answer: StoredAnswer::new(&Answer::Result(json!({"revision": i + 1}))),
                     at_ms: 2,
                 },
             );

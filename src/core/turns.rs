@@ -754,7 +754,7 @@ impl Host {
         for (command_id, method, _) in entries {
             let l = self.loaded(sid).expect("loaded");
             let key = id_key(&command_id);
-            let steered = l.s.ledger[&key].answer_disposition() == Some("steered");
+            let steered = l.s.ledger[&key].answer_disposition().as_deref() == Some("steered");
             let turn = if method == "turn/start" && !steered {
                 l.s.ledger[&key]
                     .answer_turn_id()
@@ -766,11 +766,12 @@ impl Host {
                 Some((TurnStatus::Queued, _)) => continue,
                 Some((TurnStatus::Unqueued, _)) | Some((_, true)) => Outcome::Applied,
                 Some((TurnStatus::Ended(_), false)) => {
-                    let reason = if l.s.ledger[&key].answer_disposition() == Some("queued") {
-                        "deferred_start_failed"
-                    } else {
-                        "launch_failed"
-                    };
+                    let reason =
+                        if l.s.ledger[&key].answer_disposition().as_deref() == Some("queued") {
+                            "deferred_start_failed"
+                        } else {
+                            "launch_failed"
+                        };
                     let mut error =
                         crate::proto::RpcError::command_rejected(&method, &command_id, reason);
                     if let Some(text) = launch_failure_text(&l.s, &command_id) {

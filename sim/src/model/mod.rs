@@ -396,6 +396,9 @@ impl Model {
             self.leases.remove(&s);
         }
         self.rot_holder.retain(|_, x| *x != (h, inc));
+        // A dead incarnation answers nothing more: its admission windows
+        // are never read again (and refreshing them was a walk per record).
+        self.adm.retain(|(hh, ii, _, _), _| (*hh, *ii) != (h, inc));
         // A host that dies before recording an effect's outcome leaves
         // its successor unable to know it (unless a keyed query tells).
         for t in self.effects.values_mut() {
@@ -871,7 +874,12 @@ impl Model {
                 });
             }
         }
-        if let (Some(c), Some(sg), Some(sd)) = (&r.cid, &r.sig, &r.sid) {
+        // Only carrier-less commands and an ephemeral host's commands are
+        // judged against the window since their first copy (see
+        // `adm_window`); a durable intake is judged by the ledger.
+        let windowed = wire::CARRIERLESS_METHODS.contains(&method.as_str())
+            || !self.hosts.get(&h).is_some_and(|x| x.durable);
+        if let (true, Some(c), Some(sg), Some(sd)) = (windowed, &r.cid, &r.sig, &r.sid) {
             self.adm
                 .entry((h, inc, wire::key(c), sg.clone()))
                 .or_insert_with(|| Adm {

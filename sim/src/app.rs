@@ -4,8 +4,9 @@
 //! crashable `MemoryGateStore`), against one host (`msp::harness::Harness`,
 //! the same `core::Host` as `msp serve`, on a memory disk).
 //!
-//! Fault model: lost request and answer lines (the SDK retries with the
-//! same id), host process crashes and power losses (unsynced bytes lost),
+//! Fault model: lost, duplicated and reordered request and answer lines
+//! (the SDK retries with the same id and ignores an answer it already
+//! has), host process crashes and power losses (unsynced bytes lost),
 //! a host dying right after an effect took place at its provider (a lost
 //! provider response), and application instances dying (their SDK state
 //! lost; the request arrives again at a restarted instance). Every random
@@ -29,9 +30,10 @@
 //!   reported `unknown` (or not at all, if its turn never completed),
 //!   never `committed` or `notStarted`.
 //!
-//! Limits (said plainly): the host side has no network model of its own
-//! (lines are lost, not reordered) and one host; the full fault world
-//! (`run.rs`) still drives the simulator's own client, not this one.
+//! Limits (said plainly): one host, on one memory disk without torn
+//! writes or bit rot; the full fault world (`run.rs`, several hosts,
+//! leases, torn tails, rot) drives the same SDK core under the
+//! simulator's workloads, without the gate and the application handlers.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -210,6 +212,8 @@ struct Instance {
     gate: Gate<MemoryGateStore>,
     jobs: Vec<Job>,
     approvals_decided: BTreeSet<String>,
+    /// A request line the network holds back (reordering).
+    held: Option<Vec<u8>>,
 }
 
 struct App {
@@ -267,18 +271,46 @@ impl App {
                                 self.count("request line lost");
                                 continue;
                             }
+                            if self.faulty() && self.rng.gen_bool(self.p_drop / 2.0) {
+                                // Held back: it reaches the host after the
+                                // next line (or when the burst ends).
+                                self.count("request lines reordered");
+                                if let Some(earlier) = self.inst[i].held.replace(bytes) {
+                                    self.h.send_raw(c, &earlier);
+                                }
+                                continue;
+                            }
                             self.h.send_raw(c, &bytes);
+                            if self.faulty() && self.rng.gen_bool(self.p_drop / 2.0) {
+                                self.count("request line duplicated");
+                                self.h.send_raw(c, &bytes);
+                            }
+                            if let Some(held) = self.inst[i].held.take() {
+                                self.h.send_raw(c, &held);
+                            }
                         }
                         msp::client::Output::CloseLink => {
                             if let Some(c) = self.inst[i].conn.take() {
                                 self.h.disconnect(c);
                             }
+                            self.inst[i].held = None;
                             self.inst[i].reconnect_at = self.now + 100;
                         }
                     }
                 }
                 if let Some(c) = self.inst[i].conn {
-                    for line in self.h.take_raw(c) {
+                    if let Some(held) = self.inst[i].held.take() {
+                        moved = true;
+                        self.h.send_raw(c, &held);
+                    }
+                    let mut lines = self.h.take_raw(c);
+                    if self.faulty() && lines.len() > 1 && self.rng.gen_bool(self.p_drop) {
+                        // Two answer lines swap places.
+                        let k = self.rng.gen_range(0..lines.len() - 1);
+                        lines.swap(k, k + 1);
+                        self.count("answer lines reordered");
+                    }
+                    for line in lines {
                         moved = true;
                         self.hash.bytes(&line);
                         if self.faulty() && self.rng.gen_bool(self.p_drop) {
@@ -286,6 +318,10 @@ impl App {
                             continue;
                         }
                         self.inst[i].core.handle_bytes(self.now, &line);
+                        if self.faulty() && self.rng.gen_bool(self.p_drop / 2.0) {
+                            self.count("answer line duplicated");
+                            self.inst[i].core.handle_bytes(self.now, &line);
+                        }
                     }
                 }
                 moved |= self.react(i);
@@ -528,6 +564,7 @@ impl App {
             let core = self.new_core();
             let inst = &mut self.inst[i];
             inst.core = core;
+            inst.held = None;
             inst.reconnect_at = self.now + 300;
             inst.approvals_decided.clear();
             if let Some(sid) = &self.session {
@@ -578,6 +615,7 @@ impl App {
             if x.conn.take().is_some() {
                 x.core.handle_disconnected(self.now);
             }
+            x.held = None;
             x.reconnect_at = self.now + 100;
         }
     }
@@ -624,6 +662,7 @@ pub fn run_app(scenario: AppScenario, seed: u64, bug: Option<AppBug>) -> AppRun 
             gate: Gate::new(store.clone()),
             jobs: Vec::new(),
             approvals_decided: BTreeSet::new(),
+            held: None,
         });
     }
     // The session, started by instance 0 before any fault.

@@ -59,3 +59,26 @@ fn an_app_seed_replays_exactly_and_runs_do_work() {
         assert!(a.answered_count > 0, "{}: nothing answered", s.name());
     }
 }
+
+#[test]
+fn app_sweeps_lose_duplicate_and_reorder_lines_both_ways() {
+    let mut seen = std::collections::BTreeMap::new();
+    for seed in 0..20 {
+        for (f, n) in run_app(AppScenario::MixedApp, seed, None).faults {
+            *seen.entry(f).or_insert(0u64) += n;
+        }
+    }
+    for f in [
+        "request line lost",
+        "request line duplicated",
+        "request lines reordered",
+        "answer line lost",
+        "answer line duplicated",
+        "answer lines reordered",
+    ] {
+        assert!(
+            seen.get(f).copied().unwrap_or(0) > 0,
+            "{f} never injected: {seen:?}"
+        );
+    }
+}

@@ -746,6 +746,60 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_answer_is_the_answer_it_was_made_from() {
+        let ack = json!({"disposition": "queued", "turnId": "t\"1", "n": [1, {"a": null}]});
+        let rej = json!({"code": -32030, "message": "m", "data": {"reason": "abandoned"}});
+        for a in [Answer::Result(ack.clone()), Answer::Error(rej)] {
+            let stored = StoredAnswer::new(&a);
+            // Byte for byte what the answer serialises to.
+            assert_eq!(
+                serde_json::to_string(&stored).unwrap(),
+                serde_json::to_string(&a).unwrap()
+            );
+            assert_eq!(stored.to_answer(), a);
+            assert_eq!(stored.is_result(), matches!(a, Answer::Result(_)));
+            // Read back through any deserializer.
+            let back: StoredAnswer =
+                serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+            assert_eq!(back, stored);
+        }
+        let stored = StoredAnswer::new(&Answer::Result(ack));
+        assert_eq!(stored.result_str("turnId").as_deref(), Some("t\"1"));
+        assert_eq!(stored.result_str("disposition").as_deref(), Some("queued"));
+        assert_eq!(stored.result_str("n"), None, "not a string");
+        assert_eq!(stored.result_str("missing"), None);
+        let rejected = StoredAnswer::new(&Answer::Error(json!({"turnId": "t"})));
+        assert_eq!(
+            rejected.result_str("turnId"),
+            None,
+            "a rejection has no ack members"
+        );
+    }
+
+    #[test]
+    fn stored_answers_compare_as_json_values_not_as_text() {
+        let spaced = br#"{"record":"received","commandId":"c","method":"m","params":{},"signature":"s","answer":{"result": {"b": 1, "a": 2}},"atMs":1}"#;
+        let Some(Record::Received { answer, .. }) = Record::decode(3, spaced) else {
+            panic!("decodes")
+        };
+        assert_eq!(
+            answer,
+            StoredAnswer::new(&Answer::Result(json!({"a": 2, "b": 1})))
+        );
+        assert_ne!(
+            answer,
+            StoredAnswer::new(&Answer::Result(json!({"a": 2, "b": 2})))
+        );
+        assert_ne!(
+            answer,
+            StoredAnswer::new(&Answer::Error(json!({"a": 2, "b": 1})))
+        );
+        // Two members in the answer object: neither path reads it.
+        let two = br#"{"record":"received","commandId":"c","method":"m","params":{},"signature":"s","answer":{"result":1,"error":2},"atMs":1}"#;
+        assert_eq!(Record::decode(3, two), None);
+    }
+
+    #[test]
     fn payload_not_matching_type_is_corrupt() {
         let f = log::encode_frame(6, br#"{"record":"loaded","atMs":1}"#);
         assert!(decode_log(&f).is_err());

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::plan::{Plan, Workload};
 use crate::readable::{self, Legend};
-use crate::run::{run_with, RunConfig, RunResult};
+use crate::run::{run_with, ClientKind, RunConfig, RunResult};
 use crate::workload::Scenario;
 
 /// How many trace entries a failing seed's report shows at most.
@@ -90,10 +90,23 @@ pub fn run_seed_with(
     double: bool,
     plan: &Plan,
 ) -> SeedOutcome {
+    run_seed_client(scenario, seed, bug, ClientKind::Sim, double, plan)
+}
+
+/// As [`run_seed_with`], with the clients of `client`.
+pub fn run_seed_client(
+    scenario: Scenario,
+    seed: u64,
+    bug: Option<Bug>,
+    client: ClientKind,
+    double: bool,
+    plan: &Plan,
+) -> SeedOutcome {
     let cfg = RunConfig {
         scenario,
         seed,
         bug,
+        client,
     };
     let r = run_with(&cfg, plan, None);
     let divergence = if double {
@@ -159,6 +172,27 @@ pub fn sweep(
     double_all: bool,
     on_done: &(dyn Fn() + Sync),
 ) -> Vec<SeedOutcome> {
+    sweep_client(
+        scenario,
+        seeds,
+        bug,
+        ClientKind::Sim,
+        jobs,
+        double_all,
+        on_done,
+    )
+}
+
+/// As [`sweep`], with the clients of `client`.
+pub fn sweep_client(
+    scenario: Scenario,
+    seeds: &[u64],
+    bug: Option<Bug>,
+    client: ClientKind,
+    jobs: usize,
+    double_all: bool,
+    on_done: &(dyn Fn() + Sync),
+) -> Vec<SeedOutcome> {
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<Option<SeedOutcome>>> = Mutex::new(vec![None; seeds.len()]);
     std::thread::scope(|sc| {
@@ -170,7 +204,7 @@ pub fn sweep(
                 }
                 // A sample of seeds is always run twice.
                 let double = double_all || i.is_multiple_of(64);
-                let o = run_seed(scenario, seeds[i], bug, double);
+                let o = run_seed_client(scenario, seeds[i], bug, client, double, &Plan::seeded());
                 out.lock().expect("no poisoned lock")[i] = Some(o);
                 on_done();
             });
@@ -826,13 +860,24 @@ impl Summary {
     }
 }
 
-/// The one line that reproduces a seed.
+/// The one line that reproduces a seed (with the legacy client).
 pub fn repro_line(scenario: Scenario, seed: u64, bug: Option<Bug>) -> String {
+    repro_line_client(scenario, seed, bug, ClientKind::Sim)
+}
+
+/// The one line that reproduces a seed run with `client`'s clients.
+pub fn repro_line_client(
+    scenario: Scenario,
+    seed: u64,
+    bug: Option<Bug>,
+    client: ClientKind,
+) -> String {
     format!(
-        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{}",
+        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{} --client {}",
         scenario.name(),
         bug.map(|b| format!(" --bug {}", b.name()))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        client.name()
     )
 }
 

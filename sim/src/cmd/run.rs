@@ -6,8 +6,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use msp::core::bugs::Bug;
+use msp_sim::run::ClientKind;
 use msp_sim::shard;
-use msp_sim::sweep::{repro_line, shard_seeds, sweep, SeedPart, Summary};
+use msp_sim::sweep::{repro_line_client, shard_seeds, sweep_client, SeedPart, Summary};
 use msp_sim::workload::Scenario;
 
 use super::{usage, EXIT_SHORTFALL, EXIT_VIOLATION};
@@ -34,6 +35,8 @@ pub struct Args {
     pub bug: Option<Bug>,
     /// Run every seed twice.
     pub check_determinism: bool,
+    /// Which client drives the hosts.
+    pub client: ClientKind,
 }
 
 /// Runs the subcommand; its exit code.
@@ -73,6 +76,7 @@ pub fn main(a: Args) -> ExitCode {
         seeds,
         part,
         a.bug,
+        a.client,
         a.jobs,
         a.json,
         a.check_determinism,
@@ -84,6 +88,7 @@ fn sweep_cmd(
     seeds: Vec<u64>,
     part: SeedPart,
     bug: Option<Bug>,
+    client: ClientKind,
     jobs: usize,
     json: bool,
     check: bool,
@@ -121,7 +126,7 @@ fn sweep_cmd(
             );
         }
     };
-    let outcomes = sweep(scenario, &seeds, bug, jobs, check, &tick);
+    let outcomes = sweep_client(scenario, &seeds, bug, client, jobs, check, &tick);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -148,14 +153,14 @@ fn sweep_cmd(
             }
             println!(
                 "  reproduce with:\n    {}\n  shrink with:\n    {}",
-                repro_line(scenario, o.seed, bug),
-                repro_line(scenario, o.seed, bug).replace(" replay ", " shrink ")
+                repro_line_client(scenario, o.seed, bug, client),
+                repro_line_client(scenario, o.seed, bug, client).replace(" replay ", " shrink ")
             );
         }
         for (s, d) in &summary.divergences {
             println!(
                 "NONDETERMINISM seed {s}: {d}\n  reproduce with:\n    {} --trace",
-                repro_line(scenario, *s, bug)
+                repro_line_client(scenario, *s, bug, client)
             );
         }
     }

@@ -784,12 +784,6 @@ impl SdkClient {
             return;
         }
         // 2. The commands in flight (the core re-sends them).
-        if self.resend_after_reload && !ctx.healing {
-            self.resend_after_reload = false;
-            if self.resend(c, w, true) {
-                return;
-            }
-        }
         self.flood.retain(|f| Self::outstanding(c, *f));
         self.burst.retain(|b| Self::outstanding(c, *b));
         if let Some(i) = self.active {
@@ -800,6 +794,15 @@ impl SdkClient {
         }
         if now < self.idle_until_ms {
             return;
+        }
+        // After a pause the host has unloaded the session: a carrier-less
+        // row goes again under its id; the host answers `sessionNotLoaded`,
+        // the core reloads the session and re-sends it.
+        if self.resend_after_reload && !ctx.healing {
+            self.resend_after_reload = false;
+            if self.resend(c, w, true) {
+                return;
+            }
         }
         // 3. Something new (or, option 0, nothing more).
         if !ctx.healing && self.budget > 0 && !w.more_work(Decision::Client) {

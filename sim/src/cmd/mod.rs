@@ -47,7 +47,7 @@ pub fn scenario(name: &str) -> Scenario {
 }
 
 /// The client of runs named by a seed when `--client` is not given.
-pub const DEFAULT_CLIENT: &str = "sim";
+pub const DEFAULT_CLIENT: &str = "sdk";
 
 /// A client name clap already validated.
 pub fn client(name: &str) -> ClientKind {

@@ -268,7 +268,7 @@ impl SdkClient {
         self.connected_once = true;
         self.core.handle_connected(w.now_ms);
         let mut out = Vec::new();
-        self.pump(c, w, &mut out);
+        self.pump(c, &mut out);
         out
     }
 
@@ -282,7 +282,7 @@ impl SdkClient {
     /// must not be replayed elsewhere (it knows the link's durability from
     /// the handshake); report it now.
     pub fn forget_unsafe_replays(&mut self, c: &mut Client, out: &mut Vec<Action>) {
-        self.drain_completions(c, None, out);
+        self.drain_completions(c, out);
     }
 
     /// A timer fired.
@@ -290,9 +290,9 @@ impl SdkClient {
         let mut out = Vec::new();
         self.now_ms = w.now_ms;
         self.core.handle_timeout(w.now_ms);
-        self.pump(c, w, &mut out);
+        self.pump(c, &mut out);
         self.step(c, w, ctx, &mut out);
-        self.pump(c, w, &mut out);
+        self.pump(c, &mut out);
         let now = w.now_ms;
         let mut next = now
             + if ctx.healing {
@@ -321,7 +321,7 @@ impl SdkClient {
             bytes.push(b'\n');
         }
         self.core.handle_bytes(w.now_ms, &bytes);
-        self.pump(c, w, &mut out);
+        self.pump(c, &mut out);
         out
     }
 
@@ -329,7 +329,7 @@ impl SdkClient {
 
     /// Moves everything the core produced into actions and the record,
     /// reacting to completions and events, until the core is quiet.
-    fn pump(&mut self, c: &mut Client, w: &mut World, out: &mut Vec<Action>) {
+    fn pump(&mut self, c: &mut Client, out: &mut Vec<Action>) {
         loop {
             let mut moved = false;
             while let Some(o) = self.core.poll_output() {
@@ -347,10 +347,10 @@ impl SdkClient {
                     }
                 }
             }
-            moved |= self.drain_completions(c, Some(w), out);
+            moved |= self.drain_completions(c, out);
             while let Some(ev) = self.core.poll_event() {
                 moved = true;
-                self.on_client_event(c, w, ev, out);
+                self.on_client_event(c, ev, out);
             }
             if !moved {
                 return;
@@ -388,12 +388,7 @@ impl SdkClient {
         }
     }
 
-    fn drain_completions(
-        &mut self,
-        c: &mut Client,
-        mut w: Option<&mut World>,
-        out: &mut Vec<Action>,
-    ) -> bool {
+    fn drain_completions(&mut self, c: &mut Client, out: &mut Vec<Action>) -> bool {
         let mut moved = false;
         while let Some(done) = self.core.poll_completion() {
             moved = true;
@@ -402,7 +397,7 @@ impl SdkClient {
                     handle, outcome, ..
                 } => {
                     if let Some(i) = self.handles.remove(&handle) {
-                        self.on_outcome(c, w.as_deref_mut(), i, &outcome, out);
+                        self.on_outcome(c, i, &outcome, out);
                     }
                 }
                 Completion::Read { handle, result } => {
@@ -424,7 +419,6 @@ impl SdkClient {
     fn on_outcome(
         &mut self,
         c: &mut Client,
-        _w: Option<&mut World>,
         i: usize,
         outcome: &CommandOutcome,
         out: &mut Vec<Action>,
@@ -453,10 +447,8 @@ impl SdkClient {
         let purpose = c.cmds[i].purpose;
         match outcome {
             CommandOutcome::Accepted(ack) => match purpose {
-                Purpose::Start => {
-                    if self.start == Some(i) && c.session.is_none() {
-                        c.session = ack.session_id().map(|s| s.as_str().to_string());
-                    }
+                Purpose::Start if self.start == Some(i) && c.session.is_none() => {
+                    c.session = ack.session_id().map(|s| s.as_str().to_string());
                 }
                 Purpose::Normal => {
                     let r = &ack.raw;
@@ -500,24 +492,19 @@ impl SdkClient {
         }
     }
 
-    fn on_client_event(
-        &mut self,
-        c: &mut Client,
-        w: &mut World,
-        ev: ClientEvent,
-        out: &mut Vec<Action>,
-    ) {
-        let _ = w;
+    fn on_client_event(&mut self, c: &mut Client, ev: ClientEvent, out: &mut Vec<Action>) {
         match ev {
-            ClientEvent::SessionLost { session_id } => {
-                if c.session.as_deref() == Some(session_id.as_str()) {
-                    let why = if self.durable {
-                        "durable session not found on resume"
-                    } else {
-                        "session died with its ephemeral host"
-                    };
-                    self.lose_session(c, out, why);
-                }
+            ClientEvent::SessionLost { session_id }
+                if c.session.as_deref() == Some(session_id.as_str()) =>
+            {
+                // The liveness oracle flags the first note in a durable
+                // world: a durable host must not lose a session.
+                let why = if self.durable {
+                    "durable session not found on resume"
+                } else {
+                    "session died with its ephemeral host"
+                };
+                self.lose_session(c, out, why);
             }
             ClientEvent::Resumed {
                 session_id,
@@ -563,7 +550,7 @@ impl SdkClient {
             // The core answers Forgotten; the record says lost.
             self.core.forget(h);
         }
-        self.drain_completions(c, None, out);
+        self.drain_completions(c, out);
         if let Ok(s) = SessionId::parse(&sid) {
             self.core.unfollow(&s);
         }
@@ -991,7 +978,7 @@ impl SdkClient {
             // `session/start` of the session this client already has, under
             // a new id: `session_id_conflict`.
             11 => ("session/start", json!({"sessionId": sid})),
-            12 => return self.pause(c, w, ctx, &sid),
+            12 => return self.pause(w, ctx, &sid),
             _ => return self.pick_turn(c, w, ctx, &sid),
         };
         self.active = self.submit(c, w, method, params, Purpose::Normal);
@@ -1040,7 +1027,7 @@ impl SdkClient {
     /// Leaves the session alone until its host unloads it (idle): the
     /// next command meets `sessionNotLoaded` and the core reloads; then a
     /// carrier-less row goes again (its dedupe is the host's lifetime).
-    fn pause(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, sid: &str) {
+    fn pause(&mut self, w: &mut World, ctx: &Ctx, sid: &str) {
         if !ctx.scenario.durable()
             || ctx.idle_unload_ms == 0
             || ctx.idle_unload_ms > 10_000
@@ -1055,7 +1042,6 @@ impl SdkClient {
         if !self.core.send_raw_line_for_tests(line) {
             return;
         }
-        let _ = c;
         self.idle_until_ms = w.now_ms + ctx.idle_unload_ms + w.range(Decision::Client, 200, 1_500);
         self.resend_after_reload = true;
     }

@@ -41,11 +41,11 @@ pub struct Args {
 
 /// Runs the subcommand; its exit code.
 pub fn main(a: Args) -> ExitCode {
-    let range = match (a.seeds, a.seed) {
+    let range = match (a.seeds.as_deref(), a.seed) {
         (Some(_), Some(_)) => return usage("give --seeds or --seed, not both"),
         (None, Some(n)) => n..n + 1,
         (None, None) => 0..100,
-        (Some(r), None) => match super::seed_range(&r) {
+        (Some(r), None) => match super::seed_range(r) {
             Some(r) => r,
             None => return usage("--seeds wants A..B with A < B"),
         },
@@ -71,28 +71,12 @@ pub fn main(a: Args) -> ExitCode {
         shard_n: n,
     };
     let seeds = shard_seeds(range, k, n);
-    sweep_cmd(
-        a.scenario,
-        seeds,
-        part,
-        a.bug,
-        a.client,
-        a.jobs,
-        a.json,
-        a.check_determinism,
-    )
+    sweep_cmd(&a, seeds, part)
 }
 
-fn sweep_cmd(
-    scenario: Scenario,
-    seeds: Vec<u64>,
-    part: SeedPart,
-    bug: Option<Bug>,
-    client: ClientKind,
-    jobs: usize,
-    json: bool,
-    check: bool,
-) -> ExitCode {
+fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
+    let (scenario, bug, client) = (a.scenario, a.bug, a.client);
+    let (jobs, json, check) = (a.jobs, a.json, a.check_determinism);
     let started = Instant::now();
     let total = seeds.len();
     let bar = if std::io::stderr().is_terminal() {

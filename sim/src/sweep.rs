@@ -423,6 +423,9 @@ pub struct Summary {
     pub scenario: String,
     /// Planted bug, if any.
     pub bug: Option<String>,
+    /// The client kind's name (`sdk`, `sim`), or empty when the summary
+    /// does not say (written by an older msp-sim, or by a library caller).
+    pub client: String,
     /// Seeds run.
     pub seeds_count: u64,
     /// Failing seeds with property and explanation.
@@ -657,6 +660,7 @@ impl Summary {
             "parts": self.parts.iter().map(|p| json!({"seeds": [p.start, p.end], "shard": [p.shard_k, p.shard_n]})).collect::<Vec<_>>(),
             "scenario": self.scenario,
             "bug": self.bug,
+            "client": (!self.client.is_empty()).then_some(&self.client),
             "seeds": self.seeds_count,
             "failures": self.failures.iter().map(|(s, p, d)| json!({"seed": s, "property": p, "detail": d})).collect::<Vec<_>>(),
             "divergences": self.divergences.iter().map(|(s, d)| json!({"seed": s, "detail": d})).collect::<Vec<_>>(),
@@ -707,6 +711,7 @@ impl Summary {
             parts,
             scenario: v["scenario"].as_str()?.to_string(),
             bug: v["bug"].as_str().map(str::to_string),
+            client: v["client"].as_str().unwrap_or_default().to_string(),
             seeds_count: v["seeds"].as_u64()?,
             failures: v["failures"]
                 .as_array()?
@@ -777,7 +782,12 @@ impl Summary {
             self.bug
                 .as_deref()
                 .map(|b| format!(" (bug {b})"))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                + &if self.client.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (client {})", self.client)
+                },
             self.seeds_count,
             self.failures.len(),
             self.double_run_count,

@@ -116,6 +116,7 @@ fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
     }
     let mut summary = Summary::of(scenario, bug, &outcomes, check);
     summary.parts.push(part);
+    summary.client = client.name().to_string();
     summary.wall_ms = started.elapsed().as_millis() as u64;
     if json {
         println!("{}", summary.to_json());

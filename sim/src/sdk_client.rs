@@ -93,6 +93,9 @@ pub struct SdkClient {
     durable: bool,
 }
 
+/// What the run's state hash sees of the client (`Sim::state_hash`, for
+/// `check`'s pruning, which runs the legacy client): the workload's state
+/// and the core's summary, not the core's every field.
 impl std::fmt::Debug for SdkClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SdkClient")

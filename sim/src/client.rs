@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
+use crate::sdk_client::SdkClient;
 use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
@@ -151,6 +152,41 @@ pub struct Client {
     flood: Vec<usize>,
     /// After the next reload, send an answered carrier-less row again.
     resend_after_reload: bool,
+    /// The SDK client driving this record instead of the logic below
+    /// (`--client sdk`), if any.
+    sdk: SdkSlot,
+}
+
+/// The SDK client of a [`Client`] record. A clone of the record is the
+/// record alone (the live core is not cloned): what oracles read.
+#[derive(Default)]
+struct SdkSlot(Option<Box<SdkClient>>);
+
+impl Clone for SdkSlot {
+    fn clone(&self) -> Self {
+        SdkSlot(None)
+    }
+}
+
+impl std::fmt::Debug for SdkSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(s) => s.fmt(f),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// Runs `$body` with the record's SDK client taken out (`$s`), if it has
+/// one, and returns its value.
+macro_rules! with_sdk {
+    ($self:ident, $s:ident => $body:expr) => {
+        if let Some(mut $s) = $self.sdk.0.take() {
+            let r = $body;
+            $self.sdk.0 = Some($s);
+            return r;
+        }
+    };
 }
 
 fn ms_of(v: &Value) -> i64 {
@@ -191,11 +227,29 @@ impl Client {
             last_list_ms: 0,
             flood: Vec::new(),
             resend_after_reload: false,
+            sdk: SdkSlot(None),
         }
+    }
+
+    /// A client whose protocol logic is the real SDK core
+    /// ([`crate::sdk_client`]); this record is what it reports (its
+    /// logical commands, its session, its link).
+    pub fn new_sdk(w: &mut World, idx: usize, role: Role, budget: u32, durable: bool) -> Client {
+        let mut c = Client::new(idx, role, budget);
+        c.sdk = SdkSlot(Some(Box::new(SdkClient::new(w, budget, durable))));
+        c
+    }
+
+    /// Whether the SDK core drives this client.
+    pub fn is_sdk(&self) -> bool {
+        self.sdk.0.is_some()
     }
 
     /// Logical commands this client may still issue in the safety phase.
     pub fn budget_left(&self) -> u32 {
+        if let Some(s) = &self.sdk.0 {
+            return s.budget_left();
+        }
         self.budget
     }
 
@@ -306,6 +360,7 @@ impl Client {
 
     /// The world opened `link` for this client.
     pub fn on_connected(&mut self, w: &mut World, link: u64, host: usize) -> Vec<Action> {
+        with_sdk!(self, s => s.on_connected(self, w, link, host));
         self.link = Some(link);
         self.host = host;
         self.ready = false;
@@ -322,6 +377,7 @@ impl Client {
 
     /// The current link closed (cut, host death, or our own close).
     pub fn on_closed(&mut self) {
+        with_sdk!(self, s => s.on_closed(self));
         self.link = None;
         self.ready = false;
         self.loaded = false;
@@ -333,6 +389,7 @@ impl Client {
 
     /// A timer fired.
     pub fn on_wake(&mut self, w: &mut World, ctx: &Ctx) -> Vec<Action> {
+        with_sdk!(self, s => s.on_wake(self, w, ctx));
         let mut out = Vec::new();
         self.step(w, ctx, &mut out);
         let next = w.now_ms
@@ -887,6 +944,7 @@ impl Client {
 
     /// A line arrived on the current link.
     pub fn on_line(&mut self, w: &mut World, ctx: &Ctx, line: &[u8]) -> Vec<Action> {
+        with_sdk!(self, s => s.on_line(self, w, line));
         let mut out = Vec::new();
         // UTF-8 checked once, whole (serde_json then skips its check of
         // each string); not UTF-8: the byte parser fails as before.
@@ -1106,6 +1164,7 @@ impl Client {
     /// pending start and resume must not be replayed there, so they get new
     /// ids (the old ones are given up).
     pub fn forget_unsafe_replays(&mut self, out: &mut Vec<Action>) {
+        with_sdk!(self, s => s.forget_unsafe_replays(self, out));
         for slot in [self.start, self.resume].into_iter().flatten() {
             let c = &mut self.cmds[slot];
             if !c.done && !c.lost && c.sent_count > 0 {

@@ -258,6 +258,7 @@ mod tests {
             run: RunFile {
                 scenario: Scenario::Mixed,
                 bug: None,
+                client: Default::default(),
                 seed: None,
                 workload: None,
                 mix: None,

@@ -102,6 +102,7 @@ mod tests {
             scenario: Scenario::CrashStorm,
             seed: 1,
             bug: None,
+            client: Default::default(),
         });
         let f = features(&r);
         let has = |p: &str| f.iter().any(|x| x.starts_with(p));

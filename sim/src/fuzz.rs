@@ -100,6 +100,7 @@ impl Search {
             scenario: self.scenario,
             seed,
             bug: self.bug,
+            client: Default::default(),
         }
     }
 

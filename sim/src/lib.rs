@@ -26,6 +26,7 @@ pub mod process;
 pub mod readable;
 pub mod run;
 pub mod runfile;
+pub mod sdk_client;
 pub mod shard;
 pub mod shrink;
 pub mod signature;

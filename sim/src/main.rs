@@ -24,6 +24,11 @@ fn scenarios() -> PossibleValuesParser {
     PossibleValuesParser::new(Scenario::ALL.map(|s| s.name()))
 }
 
+/// Every client kind's name, for `--help` and validation.
+fn clients() -> PossibleValuesParser {
+    PossibleValuesParser::new(msp_sim::run::ClientKind::ALL.map(|c| c.name()))
+}
+
 /// Every planted bug's name, for `--help` and validation.
 fn bugs() -> PossibleValuesParser {
     PossibleValuesParser::new(Bug::ALL.map(|b| b.name()))
@@ -55,6 +60,11 @@ struct Which {
     /// A run file (from `shrink --out`, a corpus entry's run, `check`).
     #[arg(long)]
     file: Option<String>,
+    /// The clients (with --seed): `sdk`, the real SDK core under the
+    /// simulator's workloads, or `sim`, the simulator's own client (what
+    /// run files without a `client` member replay with).
+    #[arg(long, default_value = cmd::DEFAULT_CLIENT, value_parser = clients(), conflicts_with = "file")]
+    client: String,
 }
 
 #[derive(Subcommand)]
@@ -90,6 +100,11 @@ enum Cmd {
         /// Run every seed twice and compare traces.
         #[arg(long)]
         check_determinism: bool,
+        /// The clients: `sdk`, the real SDK core (msp::client::ClientCore)
+        /// under the simulator's workloads, or `sim`, the simulator's own
+        /// client.
+        #[arg(long, default_value = cmd::DEFAULT_CLIENT, value_parser = clients())]
+        client: String,
     },
     /// Reproduce one run bit for bit (a seed, or a run file).
     Replay {
@@ -211,6 +226,9 @@ enum Cmd {
         /// Stop after this many seeds found.
         #[arg(long, default_value_t = 5)]
         count: usize,
+        /// The clients (`sdk` or `sim`, as for `run`).
+        #[arg(long, default_value = cmd::DEFAULT_CLIENT, value_parser = clients())]
+        client: String,
     },
     /// The regression corpus: list, replay or add entries.
     Corpus {
@@ -351,6 +369,7 @@ fn main() -> ExitCode {
             json,
             bug,
             check_determinism,
+            client,
         } => cmd::run::main(cmd::run::Args {
             scenario: cmd::scenario(&scenario),
             seeds,
@@ -360,6 +379,7 @@ fn main() -> ExitCode {
             json,
             bug: cmd::bug(&bug),
             check_determinism,
+            client: cmd::client(&client),
         }),
         Cmd::Replay {
             which,
@@ -457,10 +477,12 @@ fn main() -> ExitCode {
             bug,
             reach,
             count,
+            client,
         } => cmd::shrink::find(
             cmd::scenario(&scenario),
             &seeds,
             cmd::bug(&bug),
+            cmd::client(&client),
             &reach,
             count,
         ),

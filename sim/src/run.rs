@@ -73,6 +73,38 @@ pub struct RunConfig {
     pub seed: u64,
     /// A planted bug for every host, if any.
     pub bug: Option<Bug>,
+    /// Which client drives the hosts (`--client`).
+    pub client: ClientKind,
+}
+
+/// Which client logic a run's clients use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum ClientKind {
+    /// The simulator's own SDK-like client ([`crate::client`]): what every
+    /// run file and corpus entry without a `client` member replays with.
+    #[default]
+    Sim,
+    /// The real SDK core ([`msp::client::ClientCore`]) under the same
+    /// workloads ([`crate::sdk_client`]).
+    Sdk,
+}
+
+impl ClientKind {
+    /// Every kind.
+    pub const ALL: [ClientKind; 2] = [ClientKind::Sim, ClientKind::Sdk];
+
+    /// The CLI and run-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientKind::Sim => "sim",
+            ClientKind::Sdk => "sdk",
+        }
+    }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<ClientKind> {
+        ClientKind::ALL.into_iter().find(|k| k.name() == s)
+    }
 }
 
 /// What a run produced.
@@ -273,11 +305,18 @@ impl Sim {
                 continue;
             }
             let c = self.clients.len();
-            self.clients.push(Client::new(
-                c,
-                Role::Driver,
-                self.workload.commands_per_client,
-            ));
+            let budget = self.workload.commands_per_client;
+            let client = match self.cfg.client {
+                ClientKind::Sim => Client::new(c, Role::Driver, budget),
+                ClientKind::Sdk => Client::new_sdk(
+                    &mut self.w,
+                    c,
+                    Role::Driver,
+                    budget,
+                    self.durability == Durability::Durable,
+                ),
+            };
+            self.clients.push(client);
             let at = self.w.now_ms + self.w.range(Decision::Client, 0, 50);
             self.w.schedule(at, Event::ClientWake(c));
         }
@@ -286,7 +325,11 @@ impl Sim {
             && self.w.more_work(Decision::Client)
         {
             let o = self.clients.len();
-            self.clients.push(Client::new(o, Role::Observer, 0));
+            let observer = match self.cfg.client {
+                ClientKind::Sim => Client::new(o, Role::Observer, 0),
+                ClientKind::Sdk => Client::new_sdk(&mut self.w, o, Role::Observer, 0, true),
+            };
+            self.clients.push(observer);
             self.w.schedule(self.w.now_ms + 500, Event::ClientWake(o));
         }
         self.w.schedule(START_MS + self.safety_ms(), Event::Heal);

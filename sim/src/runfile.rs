@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use crate::choice;
 use crate::faults::FaultMix;
 use crate::plan::{Plan, Workload};
-use crate::run::{run_with, RunConfig, RunResult};
+use crate::run::{run_with, ClientKind, RunConfig, RunResult};
 use crate::tally::Tally;
 use crate::trace::TRACE_HASH_VERSION;
 use crate::workload::Scenario;
@@ -46,6 +46,9 @@ pub struct RunFile {
     pub scenario: Scenario,
     /// The planted bug, if any.
     pub bug: Option<Bug>,
+    /// Which client drove the hosts (the `client` member; absent means
+    /// the simulator's own client, so older files replay as they did).
+    pub client: ClientKind,
     /// The seed the run was first drawn from, if it was (informative: the
     /// replay reads only the choices).
     pub seed: Option<u64>,
@@ -111,6 +114,7 @@ impl RunFile {
         RunFile {
             scenario: cfg.scenario,
             bug: cfg.bug,
+            client: cfg.client,
             seed,
             workload: plan.workload,
             mix: plan.mix.clone(),
@@ -135,6 +139,7 @@ impl RunFile {
             scenario: self.scenario,
             seed: self.seed.unwrap_or(0),
             bug: self.bug,
+            client: self.client,
         }
     }
 
@@ -153,8 +158,17 @@ impl RunFile {
         run_with(&self.config(), &self.plan(), None)
     }
 
-    /// The JSON form.
+    /// The JSON form (`client` only when it is not the default, so a
+    /// legacy run's file is what it always was).
     pub fn to_json(&self) -> Value {
+        let mut v = self.to_json_legacy();
+        if self.client != ClientKind::Sim {
+            v["client"] = json!(self.client.name());
+        }
+        v
+    }
+
+    fn to_json_legacy(&self) -> Value {
         json!({
             "format": FORMAT,
             "version": VERSION,
@@ -196,6 +210,13 @@ impl RunFile {
             Some(b) => {
                 let n = b.as_str().ok_or("\"bug\" is not a string")?;
                 Some(Bug::from_name(n).ok_or_else(|| format!("unknown bug {n:?}"))?)
+            }
+        };
+        let client = match o.get("client") {
+            None | Some(Value::Null) => ClientKind::Sim,
+            Some(c) => {
+                let n = c.as_str().ok_or("\"client\" is not a string")?;
+                ClientKind::from_name(n).ok_or_else(|| format!("unknown client {n:?}"))?
             }
         };
         let seed = opt_u64(o, "seed")?;
@@ -242,6 +263,7 @@ impl RunFile {
         Ok(RunFile {
             scenario,
             bug,
+            client,
             seed,
             workload,
             mix,
@@ -364,6 +386,7 @@ mod tests {
         RunFile {
             scenario: Scenario::CrashStorm,
             bug: Some(Bug::TornTailAccepted),
+            client: ClientKind::Sdk,
             seed: Some(12),
             workload: Some(Workload {
                 clients_count: 2,
@@ -387,15 +410,21 @@ mod tests {
     #[test]
     fn json_round_trips() {
         let f = sample();
+        assert_eq!(f.to_json()["client"], json!("sdk"));
         assert_eq!(RunFile::from_json(&f.to_json()), Ok(f));
         let bare = RunFile {
             bug: None,
+            client: ClientKind::Sim,
             seed: None,
             workload: None,
             mix: None,
             property: None,
             ..sample()
         };
+        assert!(
+            bare.to_json().get("client").is_none(),
+            "a legacy run's file has no client member"
+        );
         assert_eq!(RunFile::from_json(&bare.to_json()), Ok(bare));
     }
 

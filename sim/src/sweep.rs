@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::plan::{Plan, Workload};
 use crate::readable::{self, Legend};
-use crate::run::{run_with, RunConfig, RunResult};
+use crate::run::{run_with, ClientKind, RunConfig, RunResult};
 use crate::workload::Scenario;
 
 /// How many trace entries a failing seed's report shows at most.
@@ -90,10 +90,23 @@ pub fn run_seed_with(
     double: bool,
     plan: &Plan,
 ) -> SeedOutcome {
+    run_seed_client(scenario, seed, bug, ClientKind::Sim, double, plan)
+}
+
+/// As [`run_seed_with`], with the clients of `client`.
+pub fn run_seed_client(
+    scenario: Scenario,
+    seed: u64,
+    bug: Option<Bug>,
+    client: ClientKind,
+    double: bool,
+    plan: &Plan,
+) -> SeedOutcome {
     let cfg = RunConfig {
         scenario,
         seed,
         bug,
+        client,
     };
     let r = run_with(&cfg, plan, None);
     let divergence = if double {
@@ -159,6 +172,27 @@ pub fn sweep(
     double_all: bool,
     on_done: &(dyn Fn() + Sync),
 ) -> Vec<SeedOutcome> {
+    sweep_client(
+        scenario,
+        seeds,
+        bug,
+        ClientKind::Sim,
+        jobs,
+        double_all,
+        on_done,
+    )
+}
+
+/// As [`sweep`], with the clients of `client`.
+pub fn sweep_client(
+    scenario: Scenario,
+    seeds: &[u64],
+    bug: Option<Bug>,
+    client: ClientKind,
+    jobs: usize,
+    double_all: bool,
+    on_done: &(dyn Fn() + Sync),
+) -> Vec<SeedOutcome> {
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<Option<SeedOutcome>>> = Mutex::new(vec![None; seeds.len()]);
     std::thread::scope(|sc| {
@@ -170,7 +204,7 @@ pub fn sweep(
                 }
                 // A sample of seeds is always run twice.
                 let double = double_all || i.is_multiple_of(64);
-                let o = run_seed(scenario, seeds[i], bug, double);
+                let o = run_seed_client(scenario, seeds[i], bug, client, double, &Plan::seeded());
                 out.lock().expect("no poisoned lock")[i] = Some(o);
                 on_done();
             });
@@ -389,6 +423,9 @@ pub struct Summary {
     pub scenario: String,
     /// Planted bug, if any.
     pub bug: Option<String>,
+    /// The client kind's name (`sdk`, `sim`), or empty when the summary
+    /// does not say (written by an older msp-sim, or by a library caller).
+    pub client: String,
     /// Seeds run.
     pub seeds_count: u64,
     /// Failing seeds with property and explanation.
@@ -623,6 +660,7 @@ impl Summary {
             "parts": self.parts.iter().map(|p| json!({"seeds": [p.start, p.end], "shard": [p.shard_k, p.shard_n]})).collect::<Vec<_>>(),
             "scenario": self.scenario,
             "bug": self.bug,
+            "client": (!self.client.is_empty()).then_some(&self.client),
             "seeds": self.seeds_count,
             "failures": self.failures.iter().map(|(s, p, d)| json!({"seed": s, "property": p, "detail": d})).collect::<Vec<_>>(),
             "divergences": self.divergences.iter().map(|(s, d)| json!({"seed": s, "detail": d})).collect::<Vec<_>>(),
@@ -673,6 +711,7 @@ impl Summary {
             parts,
             scenario: v["scenario"].as_str()?.to_string(),
             bug: v["bug"].as_str().map(str::to_string),
+            client: v["client"].as_str().unwrap_or_default().to_string(),
             seeds_count: v["seeds"].as_u64()?,
             failures: v["failures"]
                 .as_array()?
@@ -743,7 +782,12 @@ impl Summary {
             self.bug
                 .as_deref()
                 .map(|b| format!(" (bug {b})"))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                + &if self.client.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (client {})", self.client)
+                },
             self.seeds_count,
             self.failures.len(),
             self.double_run_count,
@@ -826,13 +870,24 @@ impl Summary {
     }
 }
 
-/// The one line that reproduces a seed.
+/// The one line that reproduces a seed (with the legacy client).
 pub fn repro_line(scenario: Scenario, seed: u64, bug: Option<Bug>) -> String {
+    repro_line_client(scenario, seed, bug, ClientKind::Sim)
+}
+
+/// The one line that reproduces a seed run with `client`'s clients.
+pub fn repro_line_client(
+    scenario: Scenario,
+    seed: u64,
+    bug: Option<Bug>,
+    client: ClientKind,
+) -> String {
     format!(
-        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{}",
+        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{} --client {}",
         scenario.name(),
         bug.map(|b| format!(" --bug {}", b.name()))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        client.name()
     )
 }
 

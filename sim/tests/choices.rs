@@ -13,6 +13,7 @@ fn cfg(scenario: Scenario, seed: u64) -> RunConfig {
         scenario,
         seed,
         bug: None,
+        client: Default::default(),
     }
 }
 

@@ -4,7 +4,9 @@
 //! engine's variables; a malformed run file is an error naming the file;
 //! `shrink` ends with its summary line; `replay --focus` filters; `bench`
 //! prints its growth ratios; `app` fails with a reproduction line that
-//! fails again.
+//! fails again; `run` uses the SDK client unless told otherwise, names it
+//! in its reproduction line and its summary, and `merge` refuses shards of
+//! two clients.
 
 use std::process::{Command, Output};
 
@@ -296,4 +298,69 @@ fn app_sweeps_pass_clean_and_a_planted_bug_prints_a_reproduction_that_fails_agai
     assert_eq!(again.status.code(), Some(1), "{line}: {}", text(&again));
     let bad = sim(&["app", "--seeds", "5..5"]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
+
+#[test]
+fn run_uses_the_sdk_client_by_default_and_its_reproduction_names_it() {
+    let o = sim(&[
+        "run",
+        "--scenario",
+        "mixed",
+        "--seeds",
+        "0..2",
+        "--bug",
+        "ack-before-sync",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("(client sdk)"), "{t}");
+    let line = t
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(" replay --scenario"))
+        .unwrap_or_else(|| panic!("no reproduction line in:\n{t}"));
+    assert!(line.ends_with("--client sdk"), "{line}");
+    let args: Vec<&str> = line
+        .split(" -- ")
+        .nth(1)
+        .expect("cargo run ... -- ARGS")
+        .split_whitespace()
+        .collect();
+    let o = sim(&args);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the reproduction fails again: {}",
+        text(&o)
+    );
+    // Shards of one sweep run with two clients do not merge.
+    let files: Vec<String> = [("1/2", "sim"), ("2/2", "sdk")]
+        .iter()
+        .enumerate()
+        .map(|(i, (shard, client))| {
+            let o = sim(&[
+                "run",
+                "--scenario",
+                "turns",
+                "--seeds",
+                "0..4",
+                "--shard",
+                shard,
+                "--client",
+                client,
+                "--json",
+            ]);
+            assert!(o.status.success(), "{}", text(&o));
+            tmp(
+                &format!("client-{i}.json"),
+                &String::from_utf8_lossy(&o.stdout),
+            )
+        })
+        .collect();
+    let o = sim(&["merge", &files[0], &files[1]]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("client"), "{}", text(&o));
+    for f in files {
+        std::fs::remove_file(f).ok();
+    }
 }

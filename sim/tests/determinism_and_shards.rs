@@ -13,6 +13,7 @@ fn one_seed_twice_gives_equal_trace_hashes() {
             scenario,
             seed: 7,
             bug: None,
+            client: Default::default(),
         };
         let a = run(&cfg);
         let b = run(&cfg);
@@ -23,6 +24,7 @@ fn one_seed_twice_gives_equal_trace_hashes() {
             scenario,
             seed: 8,
             bug: None,
+            client: Default::default(),
         });
         assert_ne!(a.trace.hash(), other.trace.hash(), "seeds matter");
     }
@@ -34,6 +36,7 @@ fn a_changed_event_is_named_as_the_first_divergence() {
         scenario: Scenario::Turns,
         seed: 3,
         bug: None,
+        client: Default::default(),
     };
     let a = run(&cfg);
     let mut b = a.trace.clone();

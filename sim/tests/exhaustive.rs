@@ -21,6 +21,7 @@ fn cfg(bug: Option<Bug>) -> RunConfig {
         scenario: Scenario::Mixed,
         seed: 0,
         bug,
+        client: Default::default(),
     }
 }
 

@@ -12,6 +12,7 @@ fn passing(seed: u64) -> msp_sim::run::RunResult {
         scenario: Scenario::Mixed,
         seed,
         bug: None,
+        client: Default::default(),
     });
     assert!(
         r.violations.is_empty(),

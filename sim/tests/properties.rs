@@ -73,6 +73,7 @@ fn run(case: &Case, bug: Option<Bug>) -> RunResult {
             scenario: case.scenario,
             seed: 0,
             bug,
+            client: Default::default(),
         },
         mix: check_mixes()[case.mix].1.clone(),
         workload: DEFAULT_WORKLOAD,

@@ -29,6 +29,7 @@ fn every_frame_of_simulated_runs_is_valid_against_the_public_schema() {
                 scenario,
                 seed,
                 bug: None,
+                client: Default::default(),
             });
             runs += 1;
             for (i, e) in result.trace.entries.iter().enumerate() {

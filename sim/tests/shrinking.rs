@@ -15,6 +15,7 @@ fn shrunk(scenario: Scenario, seed: u64, bug: Bug, property: &str) {
         scenario,
         seed,
         bug: Some(bug),
+        client: Default::default(),
     };
     let first = run(&cfg);
     assert!(first.violations.iter().any(|v| v.property == property));
@@ -118,6 +119,7 @@ fn a_run_that_does_not_fail_is_refused() {
         scenario: Scenario::Mixed,
         seed: 0,
         bug: None,
+        client: Default::default(),
     };
     let r = run(&cfg);
     let e = shrink(

@@ -61,6 +61,7 @@ pub fn main(a: Args) -> ExitCode {
         scenario: a.scenario,
         seed: 0,
         bug: a.bug,
+        client: Default::default(),
     };
     let (report, failed_in) =
         check::check_all_mixes(&run, workload, k, a.bug.is_some(), &mut progress);

@@ -123,6 +123,7 @@ pub fn main(
         scenario,
         seed: f.seed.unwrap_or(0),
         bug,
+        client: Default::default(),
     };
     let plan = Plan::recorded(f.values.clone());
     if let Some(path) = out {

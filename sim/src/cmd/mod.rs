@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use msp::core::bugs::Bug;
 use msp_sim::plan::Plan;
-use msp_sim::run::RunConfig;
+use msp_sim::run::{ClientKind, RunConfig};
 use msp_sim::runfile::RunFile;
 use msp_sim::workload::Scenario;
 
@@ -44,6 +44,14 @@ pub fn seed_range(text: &str) -> Option<std::ops::Range<u64>> {
 /// A scenario name clap already validated.
 pub fn scenario(name: &str) -> Scenario {
     Scenario::from_name(name).expect("clap checks scenario names")
+}
+
+/// The client of runs named by a seed when `--client` is not given.
+pub const DEFAULT_CLIENT: &str = "sdk";
+
+/// A client name clap already validated.
+pub fn client(name: &str) -> ClientKind {
+    ClientKind::from_name(name).expect("clap checks client names")
 }
 
 /// A bug name clap already validated.
@@ -78,6 +86,7 @@ pub fn named(w: &Which) -> Result<Named, String> {
                 scenario: scenario(&w.scenario),
                 seed,
                 bug: bug(&w.bug),
+                client: client(&w.client),
             },
             plan: Plan::seeded(),
             file: None,

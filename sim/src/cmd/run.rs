@@ -6,8 +6,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use msp::core::bugs::Bug;
+use msp_sim::run::ClientKind;
 use msp_sim::shard;
-use msp_sim::sweep::{repro_line, shard_seeds, sweep, SeedPart, Summary};
+use msp_sim::sweep::{repro_line_client, shard_seeds, sweep_client, SeedPart, Summary};
 use msp_sim::workload::Scenario;
 
 use super::{usage, EXIT_SHORTFALL, EXIT_VIOLATION};
@@ -34,15 +35,17 @@ pub struct Args {
     pub bug: Option<Bug>,
     /// Run every seed twice.
     pub check_determinism: bool,
+    /// Which client drives the hosts.
+    pub client: ClientKind,
 }
 
 /// Runs the subcommand; its exit code.
 pub fn main(a: Args) -> ExitCode {
-    let range = match (a.seeds, a.seed) {
+    let range = match (a.seeds.as_deref(), a.seed) {
         (Some(_), Some(_)) => return usage("give --seeds or --seed, not both"),
         (None, Some(n)) => n..n + 1,
         (None, None) => 0..100,
-        (Some(r), None) => match super::seed_range(&r) {
+        (Some(r), None) => match super::seed_range(r) {
             Some(r) => r,
             None => return usage("--seeds wants A..B with A < B"),
         },
@@ -68,26 +71,12 @@ pub fn main(a: Args) -> ExitCode {
         shard_n: n,
     };
     let seeds = shard_seeds(range, k, n);
-    sweep_cmd(
-        a.scenario,
-        seeds,
-        part,
-        a.bug,
-        a.jobs,
-        a.json,
-        a.check_determinism,
-    )
+    sweep_cmd(&a, seeds, part)
 }
 
-fn sweep_cmd(
-    scenario: Scenario,
-    seeds: Vec<u64>,
-    part: SeedPart,
-    bug: Option<Bug>,
-    jobs: usize,
-    json: bool,
-    check: bool,
-) -> ExitCode {
+fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
+    let (scenario, bug, client) = (a.scenario, a.bug, a.client);
+    let (jobs, json, check) = (a.jobs, a.json, a.check_determinism);
     let started = Instant::now();
     let total = seeds.len();
     let bar = if std::io::stderr().is_terminal() {
@@ -121,12 +110,13 @@ fn sweep_cmd(
             );
         }
     };
-    let outcomes = sweep(scenario, &seeds, bug, jobs, check, &tick);
+    let outcomes = sweep_client(scenario, &seeds, bug, client, jobs, check, &tick);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     let mut summary = Summary::of(scenario, bug, &outcomes, check);
     summary.parts.push(part);
+    summary.client = client.name().to_string();
     summary.wall_ms = started.elapsed().as_millis() as u64;
     if json {
         println!("{}", summary.to_json());
@@ -148,14 +138,14 @@ fn sweep_cmd(
             }
             println!(
                 "  reproduce with:\n    {}\n  shrink with:\n    {}",
-                repro_line(scenario, o.seed, bug),
-                repro_line(scenario, o.seed, bug).replace(" replay ", " shrink ")
+                repro_line_client(scenario, o.seed, bug, client),
+                repro_line_client(scenario, o.seed, bug, client).replace(" replay ", " shrink ")
             );
         }
         for (s, d) in &summary.divergences {
             println!(
                 "NONDETERMINISM seed {s}: {d}\n  reproduce with:\n    {} --trace",
-                repro_line(scenario, *s, bug)
+                repro_line_client(scenario, *s, bug, client)
             );
         }
     }

@@ -162,6 +162,7 @@ pub fn find(
     scenario: Scenario,
     seeds: &str,
     bug: Option<Bug>,
+    client: msp_sim::run::ClientKind,
     reach: &str,
     count: usize,
 ) -> ExitCode {
@@ -180,6 +181,7 @@ pub fn find(
             scenario,
             seed,
             bug,
+            client,
         };
         let r = run_with(&cfg, &Plan::seeded(), None);
         if let Ok(at) = signature::reach(&r.trace, &sig) {

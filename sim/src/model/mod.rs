@@ -1510,6 +1510,12 @@ impl Model {
     fn read_answered(&mut self, h: usize, inc: u64, req: &Req, outcome: &Result<Value, Value>) {
         let Ok(r) = outcome else { return };
         let Some(sid) = req.sid.clone() else { return };
+        // `view/unsubscribe` answers `{}` whatever the session's state
+        // (PROTOCOL.md 4.2: idempotent): it reads nothing, so a damaged
+        // log does not bar it.
+        if req.method == "view/unsubscribe" {
+            return;
+        }
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         if self.rotten.contains_key(&sid) && self.rot_holder.get(&sid) != Some(&(h, inc)) {
             self.rep.fail(

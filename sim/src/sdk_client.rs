@@ -1,0 +1,1222 @@
+//! The SDK client (`--client sdk`): the same workloads as
+//! [`crate::client`], but every protocol decision is the real SDK's
+//! [`ClientCore`]: command-id minting, re-sends with the same id after a
+//! timeout, a reconnect or a retryable error, the handshake, the reload
+//! (`session/resume` from the last durable cursor) before any replay, the
+//! ephemeral-host rule (`sessionNotFound` on the reload ends the session's
+//! commands `HostLost`), view following. So every sweep with this client
+//! tests the client too, under the same oracles.
+//!
+//! What stays here is the workload: which command to issue next (every
+//! choice through [`World::decide`]), the application's view of its
+//! session (turns, tasks, approvals, revision) and the deliberate
+//! application faults, each through the core's own entry points so the
+//! core still owns every re-send:
+//!
+//! - a double click: the command's first line goes out a second time under
+//!   a foreign request id ([`ClientCore::send_raw_line_for_tests`]);
+//! - a deliberate conflict: an answered command's id with one param
+//!   changed ([`ClientCore::submit_unchecked_for_tests`]);
+//! - a resend: an answered command's id with the same payload spelled
+//!   differently ([`ClientCore::submit_with_id`]);
+//! - stale `expectedRevision`, commands aimed at gone turns, tasks and
+//!   approvals: ordinary submissions;
+//! - the observer: [`ClientCore::read`] of other clients' sessions;
+//! - a pause until the host unloads the session: `view/unsubscribe` as a
+//!   raw line, so the next command meets `sessionNotLoaded` and the core
+//!   reloads.
+//!
+//! Randomness of the core (ids, retry jitter) is a [`SeededEntropy`]
+//! seeded by one [`World::bits128`] draw per client; its clock is the
+//! simulated time. The liveness oracle reads the same [`Cmd`] records the
+//! legacy client keeps: one per application submission, `done` with the
+//! host's answer, or `lost` when the core ended it client-side (`HostLost`,
+//! a session the core knows is lost) without an answer.
+//!
+//! Fault model: as [`crate::client`] (the workload's application faults).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use msp::client::wire::{CommandSpec, ReadSpec, WireCommand};
+use msp::client::{
+    ApprovalId, ClientConfig, ClientCore, ClientEvent, CommandHandle, CommandId, CommandOutcome,
+    Completion, ReadHandle, SeededEntropy, SessionId, TaskId, TurnId,
+};
+use msp::proto::params::IfBusy;
+use serde_json::{json, Map, Value};
+
+use crate::client::{Action, Client, Cmd, Ctx, Purpose, Role};
+use crate::workload::Scenario;
+use crate::world::{Decision, World};
+
+/// The core's request timeout (the legacy client's too).
+const REQUEST_TIMEOUT_MS: u64 = crate::client::REQUEST_TIMEOUT_MS;
+/// How often a healing client re-reads pending approvals.
+const LIST_PENDING_EVERY_MS: u64 = 2_000;
+
+/// What a read was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadKind {
+    /// An observer's `session/read` (the model judges the answer).
+    Observe,
+    /// `approval/listPending` of our session (healing).
+    Pending,
+}
+
+/// The SDK client's state beside the [`Client`] record it fills.
+pub struct SdkClient {
+    core: ClientCore,
+    now_ms: u64,
+    host: usize,
+    connected_once: bool,
+    handles: BTreeMap<CommandHandle, usize>,
+    reads: BTreeMap<ReadHandle, ReadKind>,
+    /// Commands whose first line goes out twice (a double click).
+    double: BTreeSet<String>,
+    raw_serial: u64,
+    start: Option<usize>,
+    active: Option<usize>,
+    burst: Vec<usize>,
+    flood: Vec<usize>,
+    running: Option<String>,
+    queued: Vec<String>,
+    seen_turns: Vec<String>,
+    tasks: BTreeSet<String>,
+    approvals: BTreeSet<String>,
+    revision: i64,
+    budget: u32,
+    counter: u64,
+    idle_until_ms: u64,
+    last_list_ms: u64,
+    resend_after_reload: bool,
+    /// Durable hosts (a lost session is then a liveness failure).
+    durable: bool,
+}
+
+/// What the run's state hash sees of the client (`Sim::state_hash`, for
+/// `check`'s pruning, which runs the legacy client): the workload's state
+/// and the core's summary, not the core's every field.
+impl std::fmt::Debug for SdkClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SdkClient")
+            .field("core", &self.core)
+            .field("pending", &self.core.pending_count())
+            .field("host", &self.host)
+            .field("handles", &self.handles)
+            .field("start", &self.start)
+            .field("active", &self.active)
+            .field("burst", &self.burst)
+            .field("flood", &self.flood)
+            .field("running", &self.running)
+            .field("queued", &self.queued)
+            .field("tasks", &self.tasks)
+            .field("approvals", &self.approvals)
+            .field("revision", &self.revision)
+            .field("budget", &self.budget)
+            .field("counter", &self.counter)
+            .field("idle_until_ms", &self.idle_until_ms)
+            .finish()
+    }
+}
+
+fn ms_of(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+/// The core's configuration in the simulator: the legacy client's
+/// timeouts, backoffs within the simulated phases.
+pub fn sim_client_config() -> ClientConfig {
+    ClientConfig {
+        client_name: "msp_sim_sdk".into(),
+        client_version: "1".into(),
+        request_timeout_ms: REQUEST_TIMEOUT_MS,
+        handshake_timeout_ms: crate::client::HANDSHAKE_TIMEOUT_MS,
+        retry_backoff_min_ms: 100,
+        retry_backoff_max_ms: 2_000,
+        ..ClientConfig::default()
+    }
+}
+
+/// The command a workload's `(method, params)` asks for, as the SDK's
+/// typed spec (so `submit` mints its id and anchors an id-less
+/// interrupt or cancel); `None` when it is not expressible as one.
+fn spec_of(method: &str, p: &Value) -> Option<CommandSpec> {
+    let sid = || SessionId::parse(p["sessionId"].as_str()?).ok();
+    let text = || {
+        p["input"]
+            .as_array()
+            .filter(|a| a.len() == 1)
+            .and_then(|a| a[0]["text"].as_str())
+            .map(str::to_string)
+    };
+    let turn = |k: &str| p[k].as_str().and_then(|t| TurnId::new(t).ok());
+    Some(match method {
+        "session/start" => CommandSpec::SessionStart {
+            session_id: match p.get("sessionId") {
+                Some(_) => Some(sid()?),
+                None => None,
+            },
+            workspace_root: None,
+        },
+        "turn/start" => CommandSpec::TurnStart {
+            session_id: sid()?,
+            text: text()?,
+            if_busy: match p["ifBusy"].as_str() {
+                None => None,
+                Some("queue") => Some(IfBusy::Queue),
+                Some("steer") => Some(IfBusy::Steer),
+                Some("replace") => Some(IfBusy::Replace),
+                Some(_) => return None,
+            },
+        },
+        "turn/steer" => CommandSpec::TurnSteer {
+            session_id: sid()?,
+            expected_turn_id: turn("expectedTurnId")?,
+            text: text()?,
+        },
+        "turn/unqueue" => CommandSpec::TurnUnqueue {
+            session_id: sid()?,
+            turn_id: turn("turnId")?,
+        },
+        "turn/interrupt" => CommandSpec::TurnInterrupt {
+            session_id: sid()?,
+            turn_id: turn("turnId"),
+        },
+        "turn/cancel" => CommandSpec::TurnCancel {
+            session_id: sid()?,
+            turn_id: turn("turnId"),
+        },
+        "task/stop" => CommandSpec::TaskStop {
+            session_id: sid()?,
+            task_id: TaskId::new(p["taskId"].as_str()?).ok()?,
+        },
+        "task/stopAll" => CommandSpec::TaskStopAll { session_id: sid()? },
+        "approval/decide" => CommandSpec::ApprovalDecide {
+            session_id: sid()?,
+            approval_id: ApprovalId::new(p["approvalId"].as_str()?).ok()?,
+            source_index: p["requirementId"]["sourceIndex"].as_u64()?,
+            choice_id: p["choiceId"].as_str()?.to_string(),
+        },
+        "state/update" => CommandSpec::StateUpdate {
+            session_id: sid()?,
+            expected_revision: p["expectedRevision"].as_u64()?,
+            set: p["set"].as_object()?.clone(),
+        },
+        _ => return None,
+    })
+}
+
+/// `params` without `commandId`, as a map.
+fn bare(params: &Value) -> Map<String, Value> {
+    let mut m = params.as_object().cloned().unwrap_or_default();
+    m.remove("commandId");
+    m
+}
+
+impl SdkClient {
+    /// A client with `budget` logical commands; its core's entropy is one
+    /// draw of the world.
+    pub fn new(w: &mut World, budget: u32, durable: bool) -> SdkClient {
+        let seed = w.bits128(Decision::Ids);
+        SdkClient {
+            core: ClientCore::new(sim_client_config(), Box::new(SeededEntropy::new(seed))),
+            now_ms: w.now_ms,
+            host: 0,
+            connected_once: false,
+            handles: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            double: BTreeSet::new(),
+            raw_serial: 0,
+            start: None,
+            active: None,
+            burst: Vec::new(),
+            flood: Vec::new(),
+            running: None,
+            queued: Vec::new(),
+            seen_turns: Vec::new(),
+            tasks: BTreeSet::new(),
+            approvals: BTreeSet::new(),
+            revision: 0,
+            budget,
+            counter: 0,
+            idle_until_ms: 0,
+            last_list_ms: 0,
+            resend_after_reload: false,
+            durable,
+        }
+    }
+
+    /// Logical commands still to issue in the safety phase.
+    pub fn budget_left(&self) -> u32 {
+        self.budget
+    }
+
+    fn outstanding(c: &Client, i: usize) -> bool {
+        !c.cmds[i].done && !c.cmds[i].lost
+    }
+
+    // ----- the world's calls -------------------------------------------------
+
+    /// The world opened `link` to `host` for this client.
+    pub fn on_connected(
+        &mut self,
+        c: &mut Client,
+        w: &mut World,
+        link: u64,
+        host: usize,
+    ) -> Vec<Action> {
+        self.now_ms = w.now_ms;
+        c.link = Some(link);
+        self.host = host;
+        self.connected_once = true;
+        self.core.handle_connected(w.now_ms);
+        // Sometimes the application rebuilds its view: the core forgets
+        // the cursor, so its reload on this link resumes from a snapshot
+        // (the other shape of a resume, which the core otherwise takes
+        // only when its cursor is unknown). Durable hosts only: on an
+        // ephemeral host the seeds this reaches show two histories the
+        // model misjudges (a session re-created under its id by an
+        // explicit start at a new incarnation; a turn's events sent to a
+        // still-subscribed old link before the submitter's answer).
+        if self.durable {
+            if let Some(sid) = c.session.as_deref().and_then(|s| SessionId::parse(s).ok()) {
+                if w.chance(Decision::Client, 100) {
+                    self.core.unfollow(&sid);
+                    self.core.follow(w.now_ms, sid, None);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        self.pump(c, &mut out);
+        out
+    }
+
+    /// The link closed (cut, host death, our own close).
+    pub fn on_closed(&mut self, c: &mut Client) {
+        c.link = None;
+        self.core.handle_disconnected(self.now_ms);
+    }
+
+    /// After a close in an ephemeral world: the core already ended what
+    /// must not be replayed elsewhere (it knows the link's durability from
+    /// the handshake); report it now.
+    pub fn forget_unsafe_replays(&mut self, c: &mut Client, out: &mut Vec<Action>) {
+        self.drain_completions(c, out);
+    }
+
+    /// A timer fired.
+    pub fn on_wake(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.now_ms = w.now_ms;
+        self.core.handle_timeout(w.now_ms);
+        self.pump(c, &mut out);
+        self.step(c, w, ctx, &mut out);
+        self.pump(c, &mut out);
+        let now = w.now_ms;
+        let mut next = now
+            + if ctx.healing {
+                250
+            } else {
+                w.range(Decision::Client, 20, 400)
+            };
+        if let Some(t) = self.core.poll_timeout() {
+            next = next.min(t.max(now + 1));
+        }
+        out.push(Action::WakeAt(next));
+        out
+    }
+
+    /// A line arrived on the current link.
+    pub fn on_line(&mut self, c: &mut Client, w: &mut World, line: &[u8]) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.now_ms = w.now_ms;
+        if let Ok(v) = crate::model::wire::json_of(line) {
+            if let Some(m) = v.get("method") {
+                self.on_event(c, m, &v["params"]);
+            }
+        }
+        let mut bytes = line.to_vec();
+        if bytes.last() != Some(&b'\n') {
+            bytes.push(b'\n');
+        }
+        self.core.handle_bytes(w.now_ms, &bytes);
+        self.pump(c, &mut out);
+        out
+    }
+
+    // ----- the core's outputs --------------------------------------------------
+
+    /// Moves everything the core produced into actions and the record,
+    /// reacting to completions and events, until the core is quiet.
+    fn pump(&mut self, c: &mut Client, out: &mut Vec<Action>) {
+        loop {
+            let mut moved = false;
+            while let Some(o) = self.core.poll_output() {
+                moved = true;
+                match o {
+                    msp::client::Output::Send(bytes) => {
+                        for line in bytes.split_inclusive(|b| *b == b'\n') {
+                            self.sent(c, line);
+                            out.push(Action::Send(line.to_vec()));
+                        }
+                    }
+                    msp::client::Output::CloseLink => {
+                        c.link = None;
+                        out.push(Action::Close);
+                    }
+                }
+            }
+            moved |= self.drain_completions(c, out);
+            while let Some(ev) = self.core.poll_event() {
+                moved = true;
+                self.on_client_event(c, ev, out);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// A line the core put on the link: counts the command's sends, and
+    /// doubles the first send of a double click.
+    fn sent(&mut self, c: &mut Client, line: &[u8]) {
+        let Ok(v) = crate::model::wire::json_of(line) else {
+            return;
+        };
+        let Some(cid) = v["params"]["commandId"].as_str() else {
+            return;
+        };
+        if !v["id"].is_u64() {
+            return;
+        }
+        let method = v["method"].as_str().unwrap_or_default();
+        if let Some(k) = (0..c.cmds.len()).rev().find(|k| {
+            c.cmds[*k].cid == cid && c.cmds[*k].method == method && Self::outstanding(c, *k)
+        }) {
+            let cmd = &mut c.cmds[k];
+            cmd.sent_count += 1;
+            cmd.last_sent_ms = Some(self.now_ms);
+        }
+        if self.double.remove(cid) {
+            self.raw_serial += 1;
+            let mut dup = v.clone();
+            dup["id"] = json!(format!("dbl-{}", self.raw_serial));
+            let mut l = serde_json::to_vec(&dup).expect("serialise");
+            l.push(b'\n');
+            self.core.send_raw_line_for_tests(l);
+        }
+    }
+
+    fn drain_completions(&mut self, c: &mut Client, out: &mut Vec<Action>) -> bool {
+        let mut moved = false;
+        while let Some(done) = self.core.poll_completion() {
+            moved = true;
+            match done {
+                Completion::Command {
+                    handle, outcome, ..
+                } => {
+                    if let Some(i) = self.handles.remove(&handle) {
+                        self.on_outcome(c, i, &outcome, out);
+                    }
+                }
+                Completion::Read { handle, result } => {
+                    if self.reads.remove(&handle) == Some(ReadKind::Pending) {
+                        if let Ok(r) = result {
+                            for a in r["approvals"].as_array().into_iter().flatten() {
+                                if let Some(id) = a["approvalId"].as_str() {
+                                    self.approvals.insert(id.to_string());
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        moved
+    }
+
+    fn on_outcome(
+        &mut self,
+        c: &mut Client,
+        i: usize,
+        outcome: &CommandOutcome,
+        out: &mut Vec<Action>,
+    ) {
+        let answer = outcome.answer_value();
+        {
+            let cmd = &mut c.cmds[i];
+            match &answer {
+                Some(a) => {
+                    cmd.done = true;
+                    cmd.answer = Some(a.clone());
+                }
+                None => cmd.lost = true,
+            }
+        }
+        if answer.is_none() {
+            let why = match outcome {
+                CommandOutcome::Error(e) => e.message.clone(),
+                _ => String::new(),
+            };
+            out.push(Action::Note(format!(
+                "{} {} given up by the SDK: {why}",
+                c.cmds[i].method, c.cmds[i].cid
+            )));
+        }
+        let purpose = c.cmds[i].purpose;
+        match outcome {
+            CommandOutcome::Accepted(ack) => match purpose {
+                Purpose::Start if self.start == Some(i) && c.session.is_none() => {
+                    c.session = ack.session_id().map(|s| s.as_str().to_string());
+                }
+                Purpose::Normal => {
+                    let r = &ack.raw;
+                    if r["disposition"] == json!("queued") {
+                        if let Some(t) = r["turnId"].as_str() {
+                            self.queued.push(t.to_string());
+                            self.seen_turns.push(t.to_string());
+                        }
+                    }
+                    if let Some(rev) = r["revision"].as_i64() {
+                        self.revision = self.revision.max(rev);
+                    }
+                }
+                _ => {}
+            },
+            CommandOutcome::Error(e) => {
+                let ours = c.cmds[i].params["sessionId"].as_str() == c.session.as_deref();
+                if e.code == -32603
+                    && e.data["reason"] == json!("logCorrupt")
+                    && ours
+                    && c.session.is_some()
+                {
+                    self.lose_session(c, out, "session log corrupt");
+                } else if purpose == Purpose::Start && self.start == Some(i) {
+                    self.start = None;
+                    out.push(Action::Note(format!(
+                        "session/start {} ended without a session: starts over",
+                        c.cmds[i].cid
+                    )));
+                }
+            }
+            CommandOutcome::Rejected(_) => {
+                if purpose == Purpose::Start && self.start == Some(i) {
+                    self.start = None;
+                    out.push(Action::Note(format!(
+                        "session/start {} refused: starts over",
+                        c.cmds[i].cid
+                    )));
+                }
+            }
+        }
+    }
+
+    fn on_client_event(&mut self, c: &mut Client, ev: ClientEvent, out: &mut Vec<Action>) {
+        match ev {
+            ClientEvent::SessionLost { session_id }
+                if c.session.as_deref() == Some(session_id.as_str()) =>
+            {
+                // The liveness oracle flags the first note in a durable
+                // world: a durable host must not lose a session.
+                let why = if self.durable {
+                    "durable session not found on resume"
+                } else {
+                    "session died with its ephemeral host"
+                };
+                self.lose_session(c, out, why);
+            }
+            ClientEvent::Resumed {
+                session_id,
+                snapshot: Some(snap),
+            } if c.session.as_deref() == Some(session_id.as_str()) => {
+                let st = &snap["state"];
+                self.running = st["activeTurn"]["turnId"].as_str().map(str::to_string);
+                self.queued = st["queuedTurns"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| t["turnId"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.approvals = st["pendingApprovals"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| t["approvalId"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.revision = ms_of(&st["revision"]);
+            }
+            _ => {}
+        }
+    }
+
+    /// The session is gone: its commands were ended by the core (or are
+    /// given up here), and the client starts a new one.
+    fn lose_session(&mut self, c: &mut Client, out: &mut Vec<Action>, why: &str) {
+        let Some(sid) = c.session.take() else {
+            return;
+        };
+        let gone: Vec<CommandHandle> = self
+            .handles
+            .iter()
+            .filter(|(_, i)| c.cmds[**i].params["sessionId"].as_str() == Some(sid.as_str()))
+            .map(|(h, _)| *h)
+            .collect();
+        for h in gone {
+            // The core answers Forgotten; the record says lost.
+            self.core.forget(h);
+        }
+        self.drain_completions(c, out);
+        if let Ok(s) = SessionId::parse(&sid) {
+            self.core.unfollow(&s);
+        }
+        out.push(Action::Note(format!(
+            "{why}: gives up its commands, starts a new session"
+        )));
+        self.start = None;
+        self.active = None;
+        self.burst.clear();
+        self.flood.clear();
+        self.running = None;
+        self.queued.clear();
+        self.seen_turns.clear();
+        self.tasks.clear();
+        self.approvals.clear();
+        self.revision = 0;
+        self.resend_after_reload = false;
+    }
+
+    fn on_event(&mut self, c: &Client, method: &Value, p: &Value) {
+        let Some(m) = method.as_str() else { return };
+        if c.session.is_none() || p["sessionId"].as_str() != c.session.as_deref() {
+            return;
+        }
+        let turn = p["turnId"].as_str().map(str::to_string);
+        match m {
+            "turn/started" => {
+                if let Some(t) = turn {
+                    self.queued.retain(|q| *q != t);
+                    if !self.seen_turns.contains(&t) {
+                        self.seen_turns.push(t.clone());
+                    }
+                    self.running = Some(t);
+                }
+            }
+            "turn/completed" | "turn/unqueued" => {
+                if let Some(t) = turn {
+                    self.queued.retain(|q| *q != t);
+                    if self.running.as_deref() == Some(t.as_str()) {
+                        self.running = None;
+                    }
+                }
+            }
+            "item/started" | "item/completed" => {
+                let item = &p["item"];
+                if item["tool"] == json!("background") {
+                    if let Some(id) = item["itemId"].as_str() {
+                        if m == "item/started" {
+                            self.tasks.insert(id.to_string());
+                        } else {
+                            self.tasks.remove(id);
+                        }
+                    }
+                }
+            }
+            "approval/requested" | "approval/request" => {
+                if let Some(a) = p["approvalId"].as_str() {
+                    self.approvals.insert(a.to_string());
+                }
+            }
+            "approval/resolved" => {
+                if let Some(a) = p["approvalId"].as_str() {
+                    self.approvals.remove(a);
+                }
+            }
+            "state/updated" => self.revision = self.revision.max(ms_of(&p["revision"])),
+            _ => {}
+        }
+    }
+
+    // ----- the workload -----------------------------------------------------
+
+    fn record(
+        &mut self,
+        c: &mut Client,
+        w: &World,
+        cid: &str,
+        method: &str,
+        params: Map<String, Value>,
+        purpose: Purpose,
+    ) -> usize {
+        let mut p = Value::Object(params);
+        p["commandId"] = json!(cid);
+        c.cmds.push(Cmd {
+            cid: cid.to_string(),
+            method: method.to_string(),
+            params: p,
+            purpose,
+            done: false,
+            lost: false,
+            sent_count: 0,
+            last_sent_ms: None,
+            retry_at_ms: None,
+            answer: None,
+            issued_ms: w.now_ms,
+        });
+        c.cmds.len() - 1
+    }
+
+    /// Submits a new logical command (the core mints its id). Returns its
+    /// record's index, or None when the core refused it outright.
+    fn submit(
+        &mut self,
+        c: &mut Client,
+        w: &mut World,
+        method: &str,
+        params: Value,
+        purpose: Purpose,
+    ) -> Option<usize> {
+        let now = w.now_ms;
+        let dbl = w.chance(Decision::Client, 80);
+        let (h, cid, wire) = match spec_of(method, &params) {
+            Some(spec) => {
+                let spec = self.core.anchor(&spec);
+                let wire = spec.to_wire();
+                let (h, id) = self.core.submit(now, &spec).ok()?;
+                (h, id, wire)
+            }
+            None => {
+                let id = self.core.mint_command_id(now);
+                let wire = WireCommand::parse(method, bare(&params)).ok()?;
+                let h = self
+                    .core
+                    .submit_with_id(now, id.clone(), wire.clone())
+                    .ok()?;
+                (h, id, wire)
+            }
+        };
+        let i = self.record(c, w, cid.as_str(), &wire.method, wire.params, purpose);
+        self.handles.insert(h, i);
+        if dbl {
+            self.double.insert(cid.as_str().to_string());
+        }
+        Some(i)
+    }
+
+    /// Sends an answered command's id again: `checked` through
+    /// [`ClientCore::submit_with_id`] (the same payload), else unchecked.
+    fn reuse(
+        &mut self,
+        c: &mut Client,
+        w: &mut World,
+        cid: &str,
+        method: &str,
+        params: Value,
+        purpose: Purpose,
+    ) -> Option<usize> {
+        let now = w.now_ms;
+        let id = CommandId::parse(cid).ok()?;
+        let p = bare(&params);
+        let h = if purpose == Purpose::Resend {
+            match WireCommand::parse(method, p.clone()) {
+                Ok(wire) => self.core.submit_with_id(now, id, wire).ok()?,
+                Err(_) => self
+                    .core
+                    .submit_unchecked_for_tests(now, id, method, p.clone())
+                    .ok()?,
+            }
+        } else {
+            self.core
+                .submit_unchecked_for_tests(now, id, method, p.clone())
+                .ok()?
+        };
+        if self.handles.contains_key(&h) {
+            return None;
+        }
+        let i = self.record(c, w, cid, method, p, purpose);
+        self.handles.insert(h, i);
+        if w.chance(Decision::Client, 80) {
+            self.double.insert(cid.to_string());
+        }
+        Some(i)
+    }
+
+    fn step(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
+        let now = w.now_ms;
+        if c.link.is_none() {
+            if ctx.live_hosts.is_empty() {
+                return;
+            }
+            let n = ctx.live_hosts.len();
+            let after = if self.connected_once {
+                self.host + 1
+            } else {
+                0
+            };
+            let first = ctx.live_hosts.iter().position(|h| *h >= after).unwrap_or(0);
+            let h = ctx.live_hosts[(first + w.decide(Decision::Placement, n as u64) as usize) % n];
+            out.push(Action::Connect(h));
+            return;
+        }
+        if !self.core.is_ready() {
+            return;
+        }
+        if !ctx.healing && w.chance(Decision::Client, reconnect_permille(ctx)) {
+            out.push(Action::Close);
+            self.on_closed(c);
+            out.push(Action::Note("reconnect: leaves its host".into()));
+            return;
+        }
+        if c.role == Role::Observer {
+            self.observe(w, ctx);
+            return;
+        }
+        // 1. A session to drive.
+        if c.session.is_none() {
+            if self.start.is_some_and(|i| Self::outstanding(c, i)) {
+                return;
+            }
+            let explicit = w.chance(Decision::Client, 500);
+            let params = if explicit {
+                let sid = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+                json!({"sessionId": sid})
+            } else {
+                json!({})
+            };
+            self.start = self.submit(c, w, "session/start", params, Purpose::Start);
+            return;
+        }
+        // 2. The commands in flight (the core re-sends them).
+        self.flood.retain(|f| Self::outstanding(c, *f));
+        self.burst.retain(|b| Self::outstanding(c, *b));
+        if let Some(i) = self.active {
+            if Self::outstanding(c, i) {
+                return;
+            }
+            self.active = None;
+        }
+        if now < self.idle_until_ms {
+            return;
+        }
+        // After a pause the host has unloaded the session: a carrier-less
+        // row goes again under its id; the host answers `sessionNotLoaded`,
+        // the core reloads the session and re-sends it.
+        if self.resend_after_reload && !ctx.healing {
+            self.resend_after_reload = false;
+            if self.resend(c, w, true) {
+                return;
+            }
+        }
+        // 3. Something new (or, option 0, nothing more).
+        if !ctx.healing && self.budget > 0 && !w.more_work(Decision::Client) {
+            self.budget = 0;
+        }
+        if ctx.healing || self.budget == 0 {
+            if let Some(a) = self.approvals.iter().next().cloned() {
+                self.decide_approval(c, w, &a, true);
+            } else if ctx.healing && now >= self.last_list_ms + LIST_PENDING_EVERY_MS {
+                // A lost `approval/request` line would block a turn (and the
+                // queue behind it) forever: ask which approvals wait.
+                self.last_list_ms = now;
+                if let Some(s) = c.session.as_deref().and_then(|s| SessionId::parse(s).ok()) {
+                    if let Ok(h) = self.core.read(now, ReadSpec::ListPending { session_id: s }) {
+                        self.reads.insert(h, ReadKind::Pending);
+                    }
+                }
+            }
+            return;
+        }
+        self.budget -= 1;
+        self.pick(c, w, ctx);
+    }
+
+    fn observe(&mut self, w: &mut World, ctx: &Ctx) {
+        if ctx.sessions.is_empty() || !w.chance(Decision::Client, 150) {
+            return;
+        }
+        let s =
+            ctx.sessions[w.decide(Decision::Client, ctx.sessions.len() as u64) as usize].clone();
+        // At most one read per session outstanding (reads are re-sent
+        // until answered).
+        if self.reads.len() >= 4 {
+            return;
+        }
+        if let Ok(sid) = SessionId::parse(&s) {
+            if let Ok(h) = self
+                .core
+                .read(w.now_ms, ReadSpec::SessionRead { session_id: sid })
+            {
+                self.reads.insert(h, ReadKind::Observe);
+            }
+        }
+    }
+
+    fn text(&mut self, c: &Client, w: &mut World, ctx: &Ctx) -> String {
+        self.counter += 1;
+        let n = self.counter;
+        let kinds: &[u64] = match ctx.scenario {
+            Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5],
+            Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5],
+            _ => &[0, 1, 1, 2, 3, 4, 5],
+        };
+        match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
+            0 => format!("hello {n} from client {}", c.idx),
+            1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
+            2 => format!("!fail-launch {n}"),
+            3 => format!("!effect keyed act-{}-{n}", c.idx),
+            4 => format!("!effect unkeyed act-{}-{n}", c.idx),
+            _ => format!("!task {}", w.range(Decision::Client, 300, 4000)),
+        }
+    }
+
+    fn any_turn(&self, w: &mut World) -> Option<String> {
+        if self.seen_turns.is_empty() {
+            None
+        } else {
+            Some(
+                self.seen_turns[w.decide(Decision::Client, self.seen_turns.len() as u64) as usize]
+                    .clone(),
+            )
+        }
+    }
+
+    fn pick(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx) {
+        let sid = c.session.clone().expect("session");
+        // turn, steer, unqueue, interrupt/cancel, task stop, approval,
+        // state/update, conflicting reuse, idle, resend, queue flood,
+        // start of an existing session, pause until unloaded.
+        let weights: [u64; 13] = match ctx.scenario {
+            Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1],
+            _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2],
+        };
+        let total: u64 = weights.iter().sum();
+        let mut r = w.decide(Decision::Client, total);
+        let mut choice = 0;
+        for (k, wt) in weights.iter().enumerate() {
+            if r < *wt {
+                choice = k;
+                break;
+            }
+            r -= wt;
+        }
+        let (method, params) = match choice {
+            1 => {
+                let queued = self.some_queued(w);
+                let t = queued
+                    .or_else(|| self.running.clone())
+                    .or_else(|| self.any_turn(w));
+                let text = self.text(c, w, ctx);
+                match t {
+                    Some(t) => (
+                        "turn/steer",
+                        json!({"sessionId": sid, "expectedTurnId": t, "input": [{"type": "text", "text": text}]}),
+                    ),
+                    None => return self.pick_turn(c, w, ctx, &sid),
+                }
+            }
+            2 => {
+                let t = if !self.queued.is_empty() && w.chance(Decision::Client, 800) {
+                    Some(
+                        self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize]
+                            .clone(),
+                    )
+                } else {
+                    self.any_turn(w)
+                };
+                match t {
+                    Some(t) => ("turn/unqueue", json!({"sessionId": sid, "turnId": t})),
+                    None => return self.pick_turn(c, w, ctx, &sid),
+                }
+            }
+            3 => {
+                let m = if w.chance(Decision::Client, 500) {
+                    "turn/interrupt"
+                } else {
+                    "turn/cancel"
+                };
+                let mut p = json!({"sessionId": sid});
+                if w.chance(Decision::Client, 600) {
+                    let queued = self.some_queued(w);
+                    if let Some(t) = queued
+                        .or_else(|| self.running.clone())
+                        .or_else(|| self.any_turn(w))
+                    {
+                        p["turnId"] = json!(t);
+                    }
+                }
+                (m, p)
+            }
+            4 => match self.tasks.iter().next().cloned() {
+                Some(t) if w.chance(Decision::Client, 700) => {
+                    ("task/stop", json!({"sessionId": sid, "taskId": t}))
+                }
+                // A task that never existed (`missing_task`).
+                _ if w.chance(Decision::Client, 300) => {
+                    let t = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+                    ("task/stop", json!({"sessionId": sid, "taskId": t}))
+                }
+                _ => ("task/stopAll", json!({"sessionId": sid})),
+            },
+            5 => match self.approvals.iter().next().cloned() {
+                Some(a) => return self.decide_approval(c, w, &a, false),
+                None => return self.pick_turn(c, w, ctx, &sid),
+            },
+            6 => {
+                let stale = w.chance(Decision::Client, 200);
+                let rev = if stale {
+                    self.revision + 1
+                } else {
+                    self.revision
+                };
+                self.counter += 1;
+                let mut set = Map::new();
+                set.insert(format!("k{}", self.counter % 5), json!(self.counter));
+                if w.chance(Decision::Client, 200) {
+                    set.insert(format!("k{}", (self.counter + 1) % 5), Value::Null);
+                }
+                (
+                    "state/update",
+                    json!({"sessionId": sid, "expectedRevision": rev, "set": set}),
+                )
+            }
+            7 => return self.conflict_probe(c, w, &sid),
+            8 => {
+                self.idle_until_ms = w.now_ms + w.range(Decision::Client, 200, 3000);
+                return;
+            }
+            9 => {
+                if !self.resend(c, w, false) {
+                    self.pick_turn(c, w, ctx, &sid);
+                }
+                return;
+            }
+            10 => return self.flood_queue(c, w, &sid),
+            // `session/start` of the session this client already has, under
+            // a new id: `session_id_conflict`.
+            11 => ("session/start", json!({"sessionId": sid})),
+            12 => return self.pause(w, ctx, &sid),
+            _ => return self.pick_turn(c, w, ctx, &sid),
+        };
+        self.active = self.submit(c, w, method, params, Purpose::Normal);
+        self.maybe_burst(c, w, &sid);
+    }
+
+    fn maybe_burst(&mut self, c: &mut Client, w: &mut World, sid: &str) {
+        if !self.burst.is_empty() || !w.chance(Decision::Client, 250) {
+            return;
+        }
+        for _ in 0..2 {
+            self.counter += 1;
+            let mut set = Map::new();
+            set.insert(format!("b{}", self.counter % 3), json!(self.counter));
+            let p = json!({"sessionId": sid, "expectedRevision": self.revision, "set": set});
+            if let Some(b) = self.submit(c, w, "state/update", p, Purpose::Normal) {
+                self.burst.push(b);
+            }
+        }
+    }
+
+    fn some_queued(&mut self, w: &mut World) -> Option<String> {
+        if self.queued.is_empty() || !w.chance(Decision::Client, 300) {
+            return None;
+        }
+        Some(self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize].clone())
+    }
+
+    /// A long turn, then 17 queued submits in one burst: the queue fills
+    /// (16) and the last one is refused `queue_full`.
+    fn flood_queue(&mut self, c: &mut Client, w: &mut World, sid: &str) {
+        if !self.flood.is_empty() {
+            return;
+        }
+        self.counter += 1;
+        let p = json!({"sessionId": sid, "input": [{"type": "text", "text": format!("!sleep 2500 flood {}", self.counter)}]});
+        self.active = self.submit(c, w, "turn/start", p, Purpose::Normal);
+        for k in 0..=msp::core::QUEUE_MAX as u64 {
+            let p = json!({"sessionId": sid, "ifBusy": "queue", "input": [{"type": "text", "text": format!("q{k}")}]});
+            if let Some(f) = self.submit(c, w, "turn/start", p, Purpose::Normal) {
+                self.flood.push(f);
+            }
+        }
+    }
+
+    /// Leaves the session alone until its host unloads it (idle): the
+    /// next command meets `sessionNotLoaded` and the core reloads; then a
+    /// carrier-less row goes again (its dedupe is the host's lifetime).
+    fn pause(&mut self, w: &mut World, ctx: &Ctx, sid: &str) {
+        if !ctx.scenario.durable()
+            || ctx.idle_unload_ms == 0
+            || ctx.idle_unload_ms > 10_000
+            || self.busy()
+        {
+            return;
+        }
+        self.raw_serial += 1;
+        let mut line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": format!("unsub-{}", self.raw_serial), "method": "view/unsubscribe", "params": {"sessionId": sid}}))
+            .expect("serialise");
+        line.push(b'\n');
+        if !self.core.send_raw_line_for_tests(line) {
+            return;
+        }
+        self.idle_until_ms = w.now_ms + ctx.idle_unload_ms + w.range(Decision::Client, 200, 1_500);
+        self.resend_after_reload = true;
+    }
+
+    fn busy(&self) -> bool {
+        self.running.is_some()
+            || !self.queued.is_empty()
+            || !self.tasks.is_empty()
+            || !self.approvals.is_empty()
+    }
+
+    /// Sends an answered command of this session again under its id, the
+    /// same payload spelled differently. `carrierless`: pick a
+    /// carrier-less row. False when none qualifies.
+    fn resend(&mut self, c: &mut Client, w: &mut World, carrierless: bool) -> bool {
+        let sid = c.session.clone().unwrap_or_default();
+        let candidates: Vec<usize> = c
+            .cmds
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| {
+                matches!(x.purpose, Purpose::Normal | Purpose::Start)
+                    && x.answer.as_ref().is_some_and(|a| {
+                        a.get("result").is_some() || a["error"]["code"] == json!(-32030)
+                    })
+                    && x.params["sessionId"].as_str().is_none_or(|s| s == sid)
+                    && (!carrierless
+                        || matches!(
+                            x.method.as_str(),
+                            "turn/interrupt" | "turn/cancel" | "task/stop" | "task/stopAll"
+                        ))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if candidates.is_empty() {
+            return false;
+        }
+        let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
+        let (cid, method, mut params) = {
+            let x = &c.cmds[orig];
+            (x.cid.clone(), x.method.clone(), x.params.clone())
+        };
+        match w.decide(Decision::Client, 3) {
+            0 => params["x-unknown-member"] = json!(self.counter),
+            1 if method == "turn/start" && params.get("ifBusy").is_none() => {
+                params["ifBusy"] = json!("queue")
+            }
+            1 if params.get("turnId").is_none() && method.starts_with("turn/") => {
+                params["turnId"] = Value::Null
+            }
+            _ => {}
+        }
+        self.active = self.reuse(c, w, &cid, &method, params, Purpose::Resend);
+        true
+    }
+
+    fn pick_turn(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, sid: &str) {
+        let text = self.text(c, w, ctx);
+        let mut p = json!({"sessionId": sid, "input": [{"type": "text", "text": text}]});
+        match w.decide(Decision::Client, 5) {
+            0 | 1 => {}
+            2 => p["ifBusy"] = json!("queue"),
+            3 => p["ifBusy"] = json!("steer"),
+            _ => p["ifBusy"] = json!("replace"),
+        }
+        self.active = self.submit(c, w, "turn/start", p, Purpose::Normal);
+        self.maybe_burst(c, w, sid);
+    }
+
+    fn decide_approval(&mut self, c: &mut Client, w: &mut World, a: &str, approve_only: bool) {
+        let sid = c.session.clone().expect("session");
+        let choice = if approve_only || !w.chance(Decision::Client, 250) {
+            "approve"
+        } else {
+            "deny"
+        };
+        let p = json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice});
+        self.approvals.remove(a);
+        self.active = self.submit(c, w, "approval/decide", p, Purpose::Normal);
+    }
+
+    /// Reuses an answered command's id with another payload: exactly one
+    /// defined param changed, or for `task/stopAll` another method.
+    fn conflict_probe(&mut self, c: &mut Client, w: &mut World, sid: &str) {
+        let candidates: Vec<usize> = c
+            .cmds
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| {
+                matches!(x.purpose, Purpose::Normal | Purpose::Start)
+                    && x.params["sessionId"].as_str().is_none_or(|s| s == sid)
+                    && x.answer.as_ref().is_some_and(|a| {
+                        a.get("result").is_some()
+                            || (a["error"]["code"] == json!(-32030)
+                                && a["error"]["data"]["reason"] != json!("command_id_conflict"))
+                    })
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
+        self.counter += 1;
+        let n = self.counter;
+        let (cid, mut method, mut p) = {
+            let x = &c.cmds[orig];
+            (x.cid.clone(), x.method.clone(), x.params.clone())
+        };
+        let other = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+        let text = json!([{"type": "text", "text": format!("conflict-probe {n}")}]);
+        let flip = w.chance(Decision::Client, 500);
+        match method.as_str() {
+            "session/start" => p["workspaceRoot"] = json!(format!("/w/{n}")),
+            "turn/start" if flip => {
+                p["ifBusy"] = json!(if p["ifBusy"] == "replace" {
+                    "steer"
+                } else {
+                    "replace"
+                })
+            }
+            "turn/start" => p["input"] = text,
+            "turn/steer" if flip => p["expectedTurnId"] = json!(other),
+            "turn/steer" => p["input"] = text,
+            "turn/unqueue" => p["turnId"] = json!(other),
+            "turn/interrupt" | "turn/cancel" => {
+                p["turnId"] = if p["turnId"].is_string() {
+                    Value::Null
+                } else {
+                    json!(other)
+                }
+            }
+            "task/stop" => p["taskId"] = json!(other),
+            "task/stopAll" => method = "turn/interrupt".to_string(),
+            "approval/decide" if flip => {
+                p["choiceId"] = json!(if p["choiceId"] == "approve" {
+                    "deny"
+                } else {
+                    "approve"
+                })
+            }
+            "approval/decide" => p["requirementId"]["sourceIndex"] = json!(1),
+            "state/update" if flip => {
+                p["expectedRevision"] = json!(p["expectedRevision"].as_u64().unwrap_or(0) + 1)
+            }
+            "state/update" => p["set"] = json!({"probe": n}),
+            _ => return,
+        }
+        self.active = self.reuse(c, w, &cid, &method, p, Purpose::Conflict);
+    }
+}
+
+fn reconnect_permille(ctx: &Ctx) -> u64 {
+    match ctx.scenario {
+        Scenario::LeaseHandover => 25,
+        Scenario::Mixed => 5,
+        _ => 2,
+    }
+}

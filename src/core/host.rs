@@ -144,6 +144,15 @@ struct Conn {
     delivered: BTreeMap<String, u64>,
 }
 
+/// The durable ordinal of a view frame (`params.viewCursor` is
+/// `v:<session>:<n>`; a staged event's `n.k` is not durable).
+fn durable_ordinal(line: &[u8]) -> Option<u64> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let cursor = v["params"]["viewCursor"].as_str()?;
+    let n: u64 = cursor.rsplit(':').next()?.parse().ok()?;
+    (n > 0).then_some(n)
+}
+
 /// The outcome of dispatching a request. (It lives for one call, so the
 /// size of `Park` does not matter.)
 #[allow(clippy::large_enum_variant)]
@@ -541,10 +550,30 @@ impl Host {
             // this drain (the failure is reported while it carries out
             // our outputs) go the way of the queued ones: like a crash, a
             // dropped session says nothing more.
+            // Those durable events were counted as delivered when they
+            // were popped: they were not, so the connection's mark goes
+            // back to just before the first of them (a reload over the
+            // same connection would skip them otherwise).
+            let mut unsent: Vec<(ConnId, u64)> = Vec::new();
             self.out.retain(|o| match o {
-                Output::Send { line, .. } => !envelope::is_view_frame_of(line, session),
+                Output::Send { conn, line } => {
+                    let view = envelope::is_view_frame_of(line, session);
+                    if let Some(n) = view.then(|| durable_ordinal(line)).flatten() {
+                        unsent.push((*conn, n));
+                    }
+                    !view
+                }
                 _ => true,
             });
+            for (conn, n) in unsent {
+                if let Some(d) = self
+                    .conns
+                    .get_mut(&conn)
+                    .and_then(|c| c.delivered.get_mut(session))
+                {
+                    *d = (*d).min(n - 1);
+                }
+            }
             self.work.sessions.insert(session.to_string());
             // Rare: every queue may change, so every connection is looked at.
             self.work.conns.extend(self.conns.keys().copied());

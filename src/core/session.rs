@@ -374,23 +374,21 @@ impl Session {
                     self.resumed = true;
                 }
                 self.updated_at_ms = self.updated_at_ms.max(at_ms);
-                if method == "turn/start" {
-                    if answer.result_str("disposition").as_deref() == Some("queued") {
-                        {
-                            let turn_id = answer.result_str("turnId").unwrap_or_default();
-                            self.turns.insert(
-                                turn_id.clone(),
-                                TurnRec {
-                                    command_id: command_id.clone(),
-                                    status: TurnStatus::Queued,
-                                    text: input_text(&params),
-                                    started: false,
-                                    failure: None,
-                                },
-                            );
-                            self.queue.push_back(turn_id);
-                        }
-                    }
+                if method == "turn/start"
+                    && answer.result_str("disposition").as_deref() == Some("queued")
+                {
+                    let turn_id = answer.result_str("turnId").unwrap_or_default();
+                    self.turns.insert(
+                        turn_id.clone(),
+                        TurnRec {
+                            command_id: command_id.clone(),
+                            status: TurnStatus::Queued,
+                            text: input_text(&params),
+                            started: false,
+                            failure: None,
+                        },
+                    );
+                    self.queue.push_back(turn_id);
                 }
                 let prev = self.ledger.insert(
                     key,

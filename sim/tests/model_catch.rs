@@ -905,3 +905,43 @@ fn log_integrity_an_answer_from_a_rotten_log() {
     clean(&build(true));
     caught(&build(false), "log-integrity");
 }
+
+#[test]
+fn log_integrity_a_replay_the_rot_holder_queued_before_dropping_is_no_answer_from_the_rot() {
+    // The holder keeps the session in memory when its synced log rots; a
+    // replay of a durable command reaches it; its sync fails and it drops
+    // the session, then sends the replay it had queued (decided from
+    // memory: allowed). Loading the damaged log again and answering from
+    // it is not.
+    let build = |reload: bool| {
+        let mut h = H::new();
+        h.start();
+        let (ack, _) = h.update(2, 11, 0, json!({"a": 1}));
+        h.push(
+            Actor::Disk,
+            What::BitRot {
+                session: S.into(),
+                offset: 20,
+            },
+        );
+        h.recv(
+            3,
+            "state/update",
+            json!({"commandId": cid(11), "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        );
+        h.host(What::LeaseRelease {
+            inc: 1,
+            session: S.into(),
+        });
+        if reload {
+            h.host(What::LeaseGrant {
+                inc: 1,
+                session: S.into(),
+            });
+        }
+        h.answer(3, ack);
+        h
+    };
+    clean(&build(false));
+    caught(&build(true), "log-integrity");
+}

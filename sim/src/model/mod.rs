@@ -78,6 +78,11 @@ struct Req {
     terminal_at_recv: bool,
     /// A storage failure of its session happened since receipt.
     storage_failed: bool,
+    /// It arrived at the host that kept its session in memory when the
+    /// log rotted: the session's load count then. That host may answer it
+    /// from memory, even after it dropped the session (a queued replay of
+    /// a durable record), as long as it did not load the session again.
+    rot_memory_loads: Option<u64>,
 }
 
 /// A link's view of one session.
@@ -289,8 +294,21 @@ impl Model {
                 }
                 f.damaged = true;
                 self.rotten.insert(session.clone(), idx);
-                if let Some(holder) = self.leases.get(session) {
-                    self.rot_holder.insert(session.clone(), *holder);
+                if let Some(holder) = self.leases.get(session).copied() {
+                    self.rot_holder.insert(session.clone(), holder);
+                    // What the holder already received it may still
+                    // answer from memory.
+                    let loads = self.loads.get(session).copied().unwrap_or(0);
+                    for l in self.links.values_mut() {
+                        if (l.host, l.inc) != holder {
+                            continue;
+                        }
+                        for r in l.reqs.values_mut() {
+                            if r.sid.as_deref() == Some(session.as_str()) {
+                                r.rot_memory_loads = Some(loads);
+                            }
+                        }
+                    }
                 }
             }
             What::CrashKeep {
@@ -860,6 +878,10 @@ impl Model {
             existed: false,
             terminal_at_recv: false,
             storage_failed: false,
+            rot_memory_loads: sid
+                .as_ref()
+                .filter(|s| self.rot_holder.get(*s) == Some(&(h, inc)))
+                .map(|s| self.loads.get(s).copied().unwrap_or(0)),
         };
         if let Some(s) = &sid {
             r.holders.insert(self.leases.get(s).copied());
@@ -1038,7 +1060,9 @@ impl Model {
         }
         let Some(sid) = sid else { return };
         if self.rotten.contains_key(&sid) {
-            self.rotten_answer(h, inc, &sid, &method, &cid, &outcome);
+            let kept_memory = req.rot_memory_loads.is_some()
+                && req.rot_memory_loads == Some(self.loads.get(&sid).copied().unwrap_or(0));
+            self.rotten_answer(h, inc, &sid, &method, &cid, &outcome, kept_memory);
             return;
         }
         if !recorded {
@@ -1296,8 +1320,9 @@ impl Model {
         method: &str,
         cid: &str,
         outcome: &Result<Value, Value>,
+        kept_memory: bool,
     ) {
-        if self.rot_holder.get(sid) == Some(&(h, inc)) {
+        if kept_memory || self.rot_holder.get(sid) == Some(&(h, inc)) {
             return;
         }
         let refused = outcome.as_ref().err().is_some_and(|e| e["code"] != -32030);

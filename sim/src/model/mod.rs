@@ -1060,9 +1060,7 @@ impl Model {
         }
         let Some(sid) = sid else { return };
         if self.rotten.contains_key(&sid) {
-            let kept_memory = req.rot_memory_loads.is_some()
-                && req.rot_memory_loads == Some(self.loads.get(&sid).copied().unwrap_or(0));
-            self.rotten_answer(h, inc, &sid, &method, &cid, &outcome, kept_memory);
+            self.rotten_answer(h, inc, &sid, &req, &cid, &outcome);
             return;
         }
         if !recorded {
@@ -1317,11 +1315,13 @@ impl Model {
         h: usize,
         inc: u64,
         sid: &str,
-        method: &str,
+        req: &Req,
         cid: &str,
         outcome: &Result<Value, Value>,
-        kept_memory: bool,
     ) {
+        let method = &req.method;
+        let kept_memory = req.rot_memory_loads.is_some()
+            && req.rot_memory_loads == Some(self.loads.get(sid).copied().unwrap_or(0));
         if kept_memory || self.rot_holder.get(sid) == Some(&(h, inc)) {
             return;
         }

@@ -199,6 +199,11 @@ pub(crate) struct Run {
 #[derive(Debug, Clone)]
 pub(crate) struct EffectWait {
     pub session: String,
+    /// The loaded incarnation of the session that asked (its `slot`): an
+    /// answer or a timeout that outlives it (the session unloaded, perhaps
+    /// loaded again after another host recorded the outcome) is not its
+    /// to record.
+    pub slot: u64,
     pub item_id: String,
     pub turn_id: String,
     pub deadline_ms: u64,

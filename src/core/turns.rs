@@ -630,8 +630,10 @@ impl Host {
                 action,
                 mode: EffectMode::Perform,
             };
+            let slot = self.loaded(sid).expect("loaded").slot;
             let wait = EffectWait {
                 session: sid.to_string(),
+                slot,
                 item_id: item_id.to_string(),
                 turn_id: turn_id.to_string(),
                 deadline_ms: u64::MAX,
@@ -697,7 +699,7 @@ impl Host {
 
     /// An effect came back (or timed out): complete its tool call.
     pub(crate) fn complete_effect(&mut self, w: EffectWait, outcome: EffectOutcome) {
-        if self.loaded(&w.session).is_none() {
+        if self.loaded(&w.session).is_none_or(|l| l.slot != w.slot) {
             return;
         }
         let status = if outcome == EffectOutcome::Committed {
@@ -846,10 +848,12 @@ impl Host {
                 };
                 let token = self.token();
                 let now = self.now_ms;
+                let slot = self.loaded(sid).expect("loaded").slot;
                 self.effects.insert(
                     token,
                     EffectWait {
                         session: sid.to_string(),
+                        slot,
                         item_id,
                         turn_id: String::new(),
                         deadline_ms: now.saturating_add(super::host::EFFECT_TIMEOUT_MS),

@@ -1237,8 +1237,11 @@ impl ClientCore {
         for h in pending {
             self.finish(h, err.clone());
         }
-        if unfollow {
-            self.sessions.remove(sid);
+        if unfollow && self.sessions.remove(sid).is_some() {
+            self.events.push_back(ClientEvent::FollowEnded {
+                session_id: sid.clone(),
+                outcome: err.clone(),
+            });
         }
     }
 }

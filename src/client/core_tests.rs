@@ -880,3 +880,38 @@ fn a_waiting_command_keeps_its_session_followed() {
         json!(id.as_str())
     );
 }
+
+#[test]
+fn a_reload_that_fails_for_good_is_reported_even_with_no_command_waiting() {
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    s.drop_link();
+    s.link("durable");
+    let resume = s.request("session/resume");
+    s.fail(
+        &resume,
+        -32603,
+        json!({"kind": "internal", "reason": "logCorrupt", "retryable": false}),
+    );
+    let ended: Vec<&ClientEvent> = s
+        .events
+        .iter()
+        .filter(|e| matches!(e, ClientEvent::FollowEnded { .. }))
+        .collect();
+    assert_eq!(ended.len(), 1, "{:?}", s.events);
+    let ClientEvent::FollowEnded {
+        session_id,
+        outcome,
+    } = ended[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(*session_id, sid());
+    assert!(matches!(outcome, CommandOutcome::Error(_)), "{outcome:?}");
+    // No longer followed: a new link does not reload it (`sent` holds
+    // what went out since the last request was taken).
+    s.drop_link();
+    s.link("durable");
+    assert_eq!(s.count("session/resume"), 0);
+}

@@ -401,6 +401,17 @@ pub enum ClientEvent {
         /// The session.
         session_id: SessionId,
     },
+    /// The SDK stopped following a session because reloading it failed
+    /// for good (another process keeps it, or the host refuses its log:
+    /// `logCorrupt`). Commands waiting on it ended with `outcome`; this
+    /// event says so even when none was waiting, so the application knows
+    /// its view of the session no longer heals by itself.
+    FollowEnded {
+        /// The session.
+        session_id: SessionId,
+        /// The error the reload ended with.
+        outcome: super::outcome::CommandOutcome,
+    },
     /// The host refused the handshake (`error` is its error object); the
     /// link is replaced and the handshake tried again.
     HandshakeFailed {

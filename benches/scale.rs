@@ -834,9 +834,8 @@ pub fn smoke() -> Res<()> {
     let d = fsync_raw(5)?;
     assert_finite(d.p50_ms, "fsync p50")?;
     let w = Duration::from_millis(50);
-    let win = Duration::from_millis(300);
     for gc in [true, false] {
-        let st = admission(2, 2, gc, w, win)?;
+        let st = in_a_window(|win| admission(2, 2, gc, w, win))?;
         assert_finite(st.p99_ms, "admission p99")?;
         let per_fsync = st
             .acks_per_fsync
@@ -845,7 +844,7 @@ pub fn smoke() -> Res<()> {
             return Err(format!("acks per fdatasync {per_fsync}"));
         }
     }
-    let st = sqlite(2, w, win)?;
+    let st = in_a_window(|win| sqlite(2, w, win))?;
     assert_finite(st.p99_ms, "sqlite p99")?;
     let r = recover(300)?;
     if r.records < 300 {
@@ -853,6 +852,21 @@ pub fn smoke() -> Res<()> {
     }
     print_recover(&r);
     Ok(())
+}
+
+/// Runs a measurement in a 0.3 s window, again in 1.2 s and 4.8 s ones
+/// if nothing completed inside it: on a loaded machine (CI's two cores
+/// running other tests) a short window can see no ack at all, which is
+/// timing, not an error. Nothing in 4.8 s is one.
+fn in_a_window<T>(mut run: impl FnMut(Duration) -> Res<T>) -> Res<T> {
+    let mut last = String::new();
+    for ms in [300, 1_200, 4_800] {
+        match run(Duration::from_millis(ms)) {
+            Err(e) if e.contains("in the window") => last = e,
+            other => return other,
+        }
+    }
+    Err(format!("{last} (4.8 s)"))
 }
 
 fn assert_finite(v: f64, what: &str) -> Res<()> {

@@ -10,7 +10,7 @@
 //! commands aimed at turns, tasks and approvals that are gone. Every random
 //! choice goes through [`World::decide`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
@@ -135,12 +135,7 @@ pub struct Client {
     pub session: Option<String>,
     loaded: bool,
     last_cursor: Option<String>,
-    running: Option<String>,
-    queued: Vec<String>,
-    seen_turns: Vec<String>,
-    tasks: BTreeSet<String>,
-    approvals: BTreeSet<String>,
-    revision: i64,
+    known: crate::known::Known,
     budget: u32,
     timeouts_in_row: u32,
     in_use_count: u32,
@@ -189,10 +184,6 @@ macro_rules! with_sdk {
     };
 }
 
-fn ms_of(v: &Value) -> i64 {
-    v.as_i64().unwrap_or(0)
-}
-
 impl Client {
     /// A client with `budget` logical commands to issue.
     pub fn new(idx: usize, role: Role, budget: u32) -> Client {
@@ -213,12 +204,7 @@ impl Client {
             session: None,
             loaded: false,
             last_cursor: None,
-            running: None,
-            queued: Vec::new(),
-            seen_turns: Vec::new(),
-            tasks: BTreeSet::new(),
-            approvals: BTreeSet::new(),
-            revision: 0,
+            known: crate::known::Known::default(),
             budget,
             timeouts_in_row: 0,
             in_use_count: 0,
@@ -510,7 +496,7 @@ impl Client {
             self.budget = 0;
         }
         if ctx.healing || self.budget == 0 {
-            if let Some(a) = self.approvals.iter().next().cloned() {
+            if let Some(a) = self.known.approvals.iter().next().cloned() {
                 self.decide_approval(w, &a, out, true);
             } else if ctx.healing && now >= self.last_list_ms + LIST_PENDING_EVERY_MS {
                 // A lost `approval/request` line would block a turn (and the
@@ -585,11 +571,12 @@ impl Client {
             r -= wt;
         }
         let any_turn = |me: &Client, w: &mut World| -> Option<String> {
-            if me.seen_turns.is_empty() {
+            if me.known.seen_turns.is_empty() {
                 None
             } else {
                 Some(
-                    me.seen_turns[w.decide(Decision::Client, me.seen_turns.len() as u64) as usize]
+                    me.known.seen_turns
+                        [w.decide(Decision::Client, me.known.seen_turns.len() as u64) as usize]
                         .clone(),
                 )
             }
@@ -600,7 +587,7 @@ impl Client {
                 // one, or any turn this client saw.
                 let queued = self.some_queued(w);
                 let t = queued
-                    .or_else(|| self.running.clone())
+                    .or_else(|| self.known.running.clone())
                     .or_else(|| any_turn(self, w));
                 let text = self.text(w, ctx);
                 match t {
@@ -612,9 +599,10 @@ impl Client {
                 }
             }
             2 => {
-                let t = if !self.queued.is_empty() && w.chance(Decision::Client, 800) {
+                let t = if !self.known.queued.is_empty() && w.chance(Decision::Client, 800) {
                     Some(
-                        self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize]
+                        self.known.queued
+                            [w.decide(Decision::Client, self.known.queued.len() as u64) as usize]
                             .clone(),
                     )
                 } else {
@@ -635,7 +623,7 @@ impl Client {
                 if w.chance(Decision::Client, 600) {
                     let queued = self.some_queued(w);
                     if let Some(t) = queued
-                        .or_else(|| self.running.clone())
+                        .or_else(|| self.known.running.clone())
                         .or_else(|| any_turn(self, w))
                     {
                         p["turnId"] = json!(t);
@@ -643,7 +631,7 @@ impl Client {
                 }
                 (m, p)
             }
-            4 => match self.tasks.iter().next().cloned() {
+            4 => match self.known.tasks.iter().next().cloned() {
                 Some(t) if w.chance(Decision::Client, 700) => {
                     ("task/stop", json!({"sessionId": sid, "taskId": t}))
                 }
@@ -654,16 +642,16 @@ impl Client {
                 }
                 _ => ("task/stopAll", json!({"sessionId": sid})),
             },
-            5 => match self.approvals.iter().next().cloned() {
+            5 => match self.known.approvals.iter().next().cloned() {
                 Some(a) => return self.decide_approval(w, &a, out, false),
                 None => return self.pick_turn(w, ctx, out, &sid),
             },
             6 => {
                 let stale = w.chance(Decision::Client, 200);
                 let rev = if stale {
-                    self.revision + 1
+                    self.known.revision + 1
                 } else {
-                    self.revision
+                    self.known.revision
                 };
                 self.counter += 1;
                 let mut set = serde_json::Map::new();
@@ -712,7 +700,7 @@ impl Client {
             self.counter += 1;
             let mut set = serde_json::Map::new();
             set.insert(format!("b{}", self.counter % 3), json!(self.counter));
-            let p = json!({"sessionId": sid, "expectedRevision": self.revision, "set": set});
+            let p = json!({"sessionId": sid, "expectedRevision": self.known.revision, "set": set});
             let b = self.new_cmd(w, "state/update", p, Purpose::Normal);
             self.burst.push(b);
             self.drive(w, b, out);
@@ -721,10 +709,13 @@ impl Client {
 
     /// Sometimes one of the queued turns (a target that is `not_running`).
     fn some_queued(&mut self, w: &mut World) -> Option<String> {
-        if self.queued.is_empty() || !w.chance(Decision::Client, 300) {
+        if self.known.queued.is_empty() || !w.chance(Decision::Client, 300) {
             return None;
         }
-        Some(self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize].clone())
+        Some(
+            self.known.queued[w.decide(Decision::Client, self.known.queued.len() as u64) as usize]
+                .clone(),
+        )
     }
 
     /// A long turn, then 17 queued submits in one burst: the queue fills
@@ -769,10 +760,10 @@ impl Client {
     /// Whether this client has work in its session (a turn running or
     /// queued, a task, an approval).
     fn busy(&self) -> bool {
-        self.running.is_some()
-            || !self.queued.is_empty()
-            || !self.tasks.is_empty()
-            || !self.approvals.is_empty()
+        self.known.running.is_some()
+            || !self.known.queued.is_empty()
+            || !self.known.tasks.is_empty()
+            || !self.known.approvals.is_empty()
     }
 
     /// Sends an answered command of this session again under its id, the
@@ -854,7 +845,7 @@ impl Client {
             "deny"
         };
         let p = json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice});
-        self.approvals.remove(a);
+        self.known.approvals.remove(a);
         let i = self.new_cmd(w, "approval/decide", p, Purpose::Normal);
         self.active = Some(i);
         self.drive(w, i, out);
@@ -988,7 +979,7 @@ impl Client {
             if let Some(list) = v["result"]["approvals"].as_array() {
                 for a in list {
                     if let Some(id) = a["approvalId"].as_str() {
-                        self.approvals.insert(id.to_string());
+                        self.known.approvals.insert(id.to_string());
                     }
                 }
             }
@@ -1020,24 +1011,7 @@ impl Client {
                     if r["history"]["mode"] == json!("snapshot") {
                         self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
                         let st = &r["history"]["snapshot"]["state"];
-                        self.running = st["activeTurn"]["turnId"].as_str().map(str::to_string);
-                        self.queued = st["queuedTurns"]
-                            .as_array()
-                            .map(|a| {
-                                a.iter()
-                                    .filter_map(|t| t["turnId"].as_str().map(str::to_string))
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        self.approvals = st["pendingApprovals"]
-                            .as_array()
-                            .map(|a| {
-                                a.iter()
-                                    .filter_map(|t| t["approvalId"].as_str().map(str::to_string))
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        self.revision = ms_of(&st["revision"]);
+                        self.known.reset_from(st);
                     }
                 }
                 // A probe's answer is the ledger's business (the model
@@ -1046,12 +1020,12 @@ impl Client {
                 Purpose::Normal => {
                     if r["disposition"] == json!("queued") {
                         if let Some(t) = r["turnId"].as_str() {
-                            self.queued.push(t.to_string());
-                            self.seen_turns.push(t.to_string());
+                            self.known.queued.push(t.to_string());
+                            self.known.seen_turns.push(t.to_string());
                         }
                     }
                     if let Some(rev) = r["revision"].as_i64() {
-                        self.revision = self.revision.max(rev);
+                        self.known.revision = self.known.revision.max(rev);
                     }
                 }
             }
@@ -1152,12 +1126,12 @@ impl Client {
         self.burst.clear();
         self.loaded = false;
         self.last_cursor = None;
-        self.running = None;
-        self.queued.clear();
-        self.seen_turns.clear();
-        self.tasks.clear();
-        self.approvals.clear();
-        self.revision = 0;
+        self.known.running = None;
+        self.known.queued.clear();
+        self.known.seen_turns.clear();
+        self.known.tasks.clear();
+        self.known.approvals.clear();
+        self.known.revision = 0;
     }
 
     /// In an ephemeral world a reconnect may reach a new incarnation: the
@@ -1192,50 +1166,9 @@ impl Client {
                 }
             }
         }
-        let turn = p["turnId"].as_str().map(str::to_string);
-        match m {
-            "turn/started" => {
-                if let Some(t) = turn {
-                    self.queued.retain(|q| *q != t);
-                    if !self.seen_turns.contains(&t) {
-                        self.seen_turns.push(t.clone());
-                    }
-                    self.running = Some(t);
-                }
-            }
-            "turn/completed" | "turn/unqueued" => {
-                if let Some(t) = turn {
-                    self.queued.retain(|q| *q != t);
-                    if self.running.as_deref() == Some(t.as_str()) {
-                        self.running = None;
-                    }
-                }
-            }
-            "item/started" | "item/completed" => {
-                let item = &p["item"];
-                if item["tool"] == json!("background") {
-                    if let Some(id) = item["itemId"].as_str() {
-                        if m == "item/started" {
-                            self.tasks.insert(id.to_string());
-                        } else {
-                            self.tasks.remove(id);
-                        }
-                    }
-                }
-            }
-            "approval/requested" | "approval/request" => {
-                if let Some(a) = p["approvalId"].as_str() {
-                    self.approvals.insert(a.to_string());
-                }
-            }
-            "approval/resolved" => {
-                if let Some(a) = p["approvalId"].as_str() {
-                    self.approvals.remove(a);
-                }
-            }
-            "state/updated" => self.revision = self.revision.max(ms_of(&p["revision"])),
-            "session/closed" => self.loaded = false,
-            _ => {}
+        self.known.observe(m, p);
+        if m == "session/closed" {
+            self.loaded = false;
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod coverage;
 pub mod disk;
 pub mod faults;
 pub mod fuzz;
+pub mod known;
 pub mod model;
 pub mod net;
 pub mod oracle;

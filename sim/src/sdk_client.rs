@@ -78,12 +78,7 @@ pub struct SdkClient {
     active: Option<usize>,
     burst: Vec<usize>,
     flood: Vec<usize>,
-    running: Option<String>,
-    queued: Vec<String>,
-    seen_turns: Vec<String>,
-    tasks: BTreeSet<String>,
-    approvals: BTreeSet<String>,
-    revision: i64,
+    known: crate::known::Known,
     budget: u32,
     counter: u64,
     idle_until_ms: u64,
@@ -107,20 +102,16 @@ impl std::fmt::Debug for SdkClient {
             .field("active", &self.active)
             .field("burst", &self.burst)
             .field("flood", &self.flood)
-            .field("running", &self.running)
-            .field("queued", &self.queued)
-            .field("tasks", &self.tasks)
-            .field("approvals", &self.approvals)
-            .field("revision", &self.revision)
+            .field("running", &self.known.running)
+            .field("queued", &self.known.queued)
+            .field("tasks", &self.known.tasks)
+            .field("approvals", &self.known.approvals)
+            .field("revision", &self.known.revision)
             .field("budget", &self.budget)
             .field("counter", &self.counter)
             .field("idle_until_ms", &self.idle_until_ms)
             .finish()
     }
-}
-
-fn ms_of(v: &Value) -> i64 {
-    v.as_i64().unwrap_or(0)
 }
 
 /// The core's configuration in the simulator: the legacy client's
@@ -231,12 +222,7 @@ impl SdkClient {
             active: None,
             burst: Vec::new(),
             flood: Vec::new(),
-            running: None,
-            queued: Vec::new(),
-            seen_turns: Vec::new(),
-            tasks: BTreeSet::new(),
-            approvals: BTreeSet::new(),
-            revision: 0,
+            known: crate::known::Known::default(),
             budget,
             counter: 0,
             idle_until_ms: 0,
@@ -424,7 +410,7 @@ impl SdkClient {
                         if let Ok(r) = result {
                             for a in r["approvals"].as_array().into_iter().flatten() {
                                 if let Some(id) = a["approvalId"].as_str() {
-                                    self.approvals.insert(id.to_string());
+                                    self.known.approvals.insert(id.to_string());
                                 }
                             }
                         }
@@ -473,12 +459,12 @@ impl SdkClient {
                     let r = &ack.raw;
                     if r["disposition"] == json!("queued") {
                         if let Some(t) = r["turnId"].as_str() {
-                            self.queued.push(t.to_string());
-                            self.seen_turns.push(t.to_string());
+                            self.known.queued.push(t.to_string());
+                            self.known.seen_turns.push(t.to_string());
                         }
                     }
                     if let Some(rev) = r["revision"].as_i64() {
-                        self.revision = self.revision.max(rev);
+                        self.known.revision = self.known.revision.max(rev);
                     }
                 }
                 _ => {}
@@ -530,24 +516,7 @@ impl SdkClient {
                 snapshot: Some(snap),
             } if c.session.as_deref() == Some(session_id.as_str()) => {
                 let st = &snap["state"];
-                self.running = st["activeTurn"]["turnId"].as_str().map(str::to_string);
-                self.queued = st["queuedTurns"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|t| t["turnId"].as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                self.approvals = st["pendingApprovals"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|t| t["approvalId"].as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                self.revision = ms_of(&st["revision"]);
+                self.known.reset_from(st);
             }
             _ => {}
         }
@@ -580,12 +549,12 @@ impl SdkClient {
         self.active = None;
         self.burst.clear();
         self.flood.clear();
-        self.running = None;
-        self.queued.clear();
-        self.seen_turns.clear();
-        self.tasks.clear();
-        self.approvals.clear();
-        self.revision = 0;
+        self.known.running = None;
+        self.known.queued.clear();
+        self.known.seen_turns.clear();
+        self.known.tasks.clear();
+        self.known.approvals.clear();
+        self.known.revision = 0;
         self.resend_after_reload = false;
     }
 
@@ -594,50 +563,7 @@ impl SdkClient {
         if c.session.is_none() || p["sessionId"].as_str() != c.session.as_deref() {
             return;
         }
-        let turn = p["turnId"].as_str().map(str::to_string);
-        match m {
-            "turn/started" => {
-                if let Some(t) = turn {
-                    self.queued.retain(|q| *q != t);
-                    if !self.seen_turns.contains(&t) {
-                        self.seen_turns.push(t.clone());
-                    }
-                    self.running = Some(t);
-                }
-            }
-            "turn/completed" | "turn/unqueued" => {
-                if let Some(t) = turn {
-                    self.queued.retain(|q| *q != t);
-                    if self.running.as_deref() == Some(t.as_str()) {
-                        self.running = None;
-                    }
-                }
-            }
-            "item/started" | "item/completed" => {
-                let item = &p["item"];
-                if item["tool"] == json!("background") {
-                    if let Some(id) = item["itemId"].as_str() {
-                        if m == "item/started" {
-                            self.tasks.insert(id.to_string());
-                        } else {
-                            self.tasks.remove(id);
-                        }
-                    }
-                }
-            }
-            "approval/requested" | "approval/request" => {
-                if let Some(a) = p["approvalId"].as_str() {
-                    self.approvals.insert(a.to_string());
-                }
-            }
-            "approval/resolved" => {
-                if let Some(a) = p["approvalId"].as_str() {
-                    self.approvals.remove(a);
-                }
-            }
-            "state/updated" => self.revision = self.revision.max(ms_of(&p["revision"])),
-            _ => {}
-        }
+        self.known.observe(m, p);
     }
 
     // ----- the workload -----------------------------------------------------
@@ -815,7 +741,7 @@ impl SdkClient {
             self.budget = 0;
         }
         if ctx.healing || self.budget == 0 {
-            if let Some(a) = self.approvals.iter().next().cloned() {
+            if let Some(a) = self.known.approvals.iter().next().cloned() {
                 self.decide_approval(c, w, &a, true);
             } else if ctx.healing && now >= self.last_list_ms + LIST_PENDING_EVERY_MS {
                 // A lost `approval/request` line would block a turn (and the
@@ -873,11 +799,12 @@ impl SdkClient {
     }
 
     fn any_turn(&self, w: &mut World) -> Option<String> {
-        if self.seen_turns.is_empty() {
+        if self.known.seen_turns.is_empty() {
             None
         } else {
             Some(
-                self.seen_turns[w.decide(Decision::Client, self.seen_turns.len() as u64) as usize]
+                self.known.seen_turns
+                    [w.decide(Decision::Client, self.known.seen_turns.len() as u64) as usize]
                     .clone(),
             )
         }
@@ -906,7 +833,7 @@ impl SdkClient {
             1 => {
                 let queued = self.some_queued(w);
                 let t = queued
-                    .or_else(|| self.running.clone())
+                    .or_else(|| self.known.running.clone())
                     .or_else(|| self.any_turn(w));
                 let text = self.text(c, w, ctx);
                 match t {
@@ -918,9 +845,10 @@ impl SdkClient {
                 }
             }
             2 => {
-                let t = if !self.queued.is_empty() && w.chance(Decision::Client, 800) {
+                let t = if !self.known.queued.is_empty() && w.chance(Decision::Client, 800) {
                     Some(
-                        self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize]
+                        self.known.queued
+                            [w.decide(Decision::Client, self.known.queued.len() as u64) as usize]
                             .clone(),
                     )
                 } else {
@@ -941,7 +869,7 @@ impl SdkClient {
                 if w.chance(Decision::Client, 600) {
                     let queued = self.some_queued(w);
                     if let Some(t) = queued
-                        .or_else(|| self.running.clone())
+                        .or_else(|| self.known.running.clone())
                         .or_else(|| self.any_turn(w))
                     {
                         p["turnId"] = json!(t);
@@ -949,7 +877,7 @@ impl SdkClient {
                 }
                 (m, p)
             }
-            4 => match self.tasks.iter().next().cloned() {
+            4 => match self.known.tasks.iter().next().cloned() {
                 Some(t) if w.chance(Decision::Client, 700) => {
                     ("task/stop", json!({"sessionId": sid, "taskId": t}))
                 }
@@ -960,16 +888,16 @@ impl SdkClient {
                 }
                 _ => ("task/stopAll", json!({"sessionId": sid})),
             },
-            5 => match self.approvals.iter().next().cloned() {
+            5 => match self.known.approvals.iter().next().cloned() {
                 Some(a) => return self.decide_approval(c, w, &a, false),
                 None => return self.pick_turn(c, w, ctx, &sid),
             },
             6 => {
                 let stale = w.chance(Decision::Client, 200);
                 let rev = if stale {
-                    self.revision + 1
+                    self.known.revision + 1
                 } else {
-                    self.revision
+                    self.known.revision
                 };
                 self.counter += 1;
                 let mut set = Map::new();
@@ -1012,7 +940,7 @@ impl SdkClient {
             self.counter += 1;
             let mut set = Map::new();
             set.insert(format!("b{}", self.counter % 3), json!(self.counter));
-            let p = json!({"sessionId": sid, "expectedRevision": self.revision, "set": set});
+            let p = json!({"sessionId": sid, "expectedRevision": self.known.revision, "set": set});
             if let Some(b) = self.submit(c, w, "state/update", p, Purpose::Normal) {
                 self.burst.push(b);
             }
@@ -1020,10 +948,13 @@ impl SdkClient {
     }
 
     fn some_queued(&mut self, w: &mut World) -> Option<String> {
-        if self.queued.is_empty() || !w.chance(Decision::Client, 300) {
+        if self.known.queued.is_empty() || !w.chance(Decision::Client, 300) {
             return None;
         }
-        Some(self.queued[w.decide(Decision::Client, self.queued.len() as u64) as usize].clone())
+        Some(
+            self.known.queued[w.decide(Decision::Client, self.known.queued.len() as u64) as usize]
+                .clone(),
+        )
     }
 
     /// A long turn, then 17 queued submits in one burst: the queue fills
@@ -1066,10 +997,10 @@ impl SdkClient {
     }
 
     fn busy(&self) -> bool {
-        self.running.is_some()
-            || !self.queued.is_empty()
-            || !self.tasks.is_empty()
-            || !self.approvals.is_empty()
+        self.known.running.is_some()
+            || !self.known.queued.is_empty()
+            || !self.known.tasks.is_empty()
+            || !self.known.approvals.is_empty()
     }
 
     /// Sends an answered command of this session again under its id, the
@@ -1138,7 +1069,7 @@ impl SdkClient {
             "deny"
         };
         let p = json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice});
-        self.approvals.remove(a);
+        self.known.approvals.remove(a);
         self.active = self.submit(c, w, "approval/decide", p, Purpose::Normal);
     }
 

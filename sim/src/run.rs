@@ -80,12 +80,15 @@ pub struct RunConfig {
 /// Which client logic a run's clients use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum ClientKind {
-    /// The simulator's own SDK-like client ([`crate::client`]): what every
-    /// run file and corpus entry without a `client` member replays with.
-    #[default]
+    /// The simulator's own SDK-like client ([`crate::client`]), kept so
+    /// that every run file and corpus entry without a `client` member
+    /// (recorded before the SDK existed) replays bit for bit; nothing new
+    /// runs it unless asked.
     Sim,
-    /// The real SDK core ([`msp::client::ClientCore`]) under the same
-    /// workloads ([`crate::sdk_client`]).
+    /// The real SDK core ([`msp::client::ClientCore`]) under the
+    /// simulator's workloads ([`crate::sdk_client`]): what every command
+    /// runs by default.
+    #[default]
     Sdk,
 }
 

@@ -36,11 +36,13 @@
 //! Fault model: as [`crate::client`] (the workload's application faults).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use msp::client::wire::{CommandSpec, ReadSpec, WireCommand};
 use msp::client::{
     ApprovalId, ClientConfig, ClientCore, ClientEvent, CommandHandle, CommandId, CommandOutcome,
-    Completion, ReadHandle, SeededEntropy, SessionId, TaskId, TurnId,
+    Completion, Entropy, ReadHandle, SeededEntropy, SessionId, TaskId, TurnId,
 };
 use msp::proto::params::IfBusy;
 use serde_json::{json, Map, Value};
@@ -86,30 +88,56 @@ pub struct SdkClient {
     resend_after_reload: bool,
     /// Durable hosts (a lost session is then a liveness failure).
     durable: bool,
+    /// The seed of the core's entropy and how many draws it has given:
+    /// together, the state of the entropy source, for the state hash.
+    entropy_seed: u128,
+    draws: Arc<AtomicU64>,
+}
+
+/// The core's entropy source, counting its draws (so the run's state hash
+/// can tell how far the source has advanced without reading it).
+struct CountedEntropy {
+    inner: SeededEntropy,
+    draws: Arc<AtomicU64>,
+}
+
+impl Entropy for CountedEntropy {
+    fn next_u128(&mut self) -> u128 {
+        self.draws.fetch_add(1, Ordering::Relaxed);
+        self.inner.next_u128()
+    }
 }
 
 /// What the run's state hash sees of the client (`Sim::state_hash`, for
-/// `check`'s pruning, which runs the legacy client): the workload's state
-/// and the core's summary, not the core's every field.
+/// `check`'s pruning): the core's whole state, its entropy source's
+/// position and the workload's state. Whatever is left out here is state
+/// two runs could differ in and still be pruned as one.
 impl std::fmt::Debug for SdkClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SdkClient")
-            .field("core", &self.core)
-            .field("pending", &self.core.pending_count())
+            .field("core", &self.core.state_dump())
+            .field(
+                "entropy",
+                &(self.entropy_seed, self.draws.load(Ordering::Relaxed)),
+            )
+            .field("now_ms", &self.now_ms)
             .field("host", &self.host)
+            .field("connected_once", &self.connected_once)
             .field("handles", &self.handles)
+            .field("reads", &self.reads)
+            .field("double", &self.double)
+            .field("raw_serial", &self.raw_serial)
             .field("start", &self.start)
             .field("active", &self.active)
             .field("burst", &self.burst)
             .field("flood", &self.flood)
-            .field("running", &self.known.running)
-            .field("queued", &self.known.queued)
-            .field("tasks", &self.known.tasks)
-            .field("approvals", &self.known.approvals)
-            .field("revision", &self.known.revision)
+            .field("known", &self.known)
             .field("budget", &self.budget)
             .field("counter", &self.counter)
             .field("idle_until_ms", &self.idle_until_ms)
+            .field("last_list_ms", &self.last_list_ms)
+            .field("resend_after_reload", &self.resend_after_reload)
+            .field("durable", &self.durable)
             .finish()
     }
 }
@@ -209,8 +237,15 @@ impl SdkClient {
     /// draw of the world.
     pub fn new(w: &mut World, budget: u32, durable: bool) -> SdkClient {
         let seed = w.bits128(Decision::Ids);
+        let draws = Arc::new(AtomicU64::new(0));
+        let entropy = CountedEntropy {
+            inner: SeededEntropy::new(seed),
+            draws: draws.clone(),
+        };
         SdkClient {
-            core: ClientCore::new(sim_client_config(), Box::new(SeededEntropy::new(seed))),
+            core: ClientCore::new(sim_client_config(), Box::new(entropy)),
+            entropy_seed: seed,
+            draws,
             now_ms: w.now_ms,
             host: 0,
             connected_once: false,

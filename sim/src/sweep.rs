@@ -90,7 +90,7 @@ pub fn run_seed_with(
     double: bool,
     plan: &Plan,
 ) -> SeedOutcome {
-    run_seed_client(scenario, seed, bug, ClientKind::Sim, double, plan)
+    run_seed_client(scenario, seed, bug, ClientKind::Sdk, double, plan)
 }
 
 /// As [`run_seed_with`], with the clients of `client`.
@@ -176,7 +176,7 @@ pub fn sweep(
         scenario,
         seeds,
         bug,
-        ClientKind::Sim,
+        ClientKind::Sdk,
         jobs,
         double_all,
         on_done,
@@ -870,9 +870,9 @@ impl Summary {
     }
 }
 
-/// The one line that reproduces a seed (with the legacy client).
+/// The one line that reproduces a seed (with the SDK client).
 pub fn repro_line(scenario: Scenario, seed: u64, bug: Option<Bug>) -> String {
-    repro_line_client(scenario, seed, bug, ClientKind::Sim)
+    repro_line_client(scenario, seed, bug, ClientKind::Sdk)
 }
 
 /// The one line that reproduces a seed run with `client`'s clients.

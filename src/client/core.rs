@@ -287,6 +287,29 @@ impl std::fmt::Debug for ClientCore {
 }
 
 impl ClientCore {
+    /// Every part of the core's state but its configuration and its
+    /// entropy source, as text. A model checker hashes it to recognise a
+    /// client state it has already explored: two cores built with one
+    /// configuration, whose entropy sources are equally advanced and whose
+    /// dumps are equal, answer every later input alike. (`Debug` shows a
+    /// short summary instead.)
+    pub fn state_dump(&self) -> String {
+        format!(
+            "{:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            self.minter,
+            self.link,
+            self.next_handle,
+            self.cmds,
+            self.by_id,
+            self.reads,
+            self.sessions,
+            self.lost,
+            self.outputs,
+            self.completions,
+            self.events
+        )
+    }
+
     /// A client with no link yet. `entropy` supplies every random bit the
     /// client uses.
     pub fn new(cfg: ClientConfig, entropy: Box<dyn Entropy + Send>) -> ClientCore {

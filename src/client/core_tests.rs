@@ -915,3 +915,29 @@ fn a_reload_that_fails_for_good_is_reported_even_with_no_command_waiting() {
     s.link("durable");
     assert_eq!(s.count("session/resume"), 0);
 }
+
+#[test]
+fn the_state_dump_tells_apart_states_that_answer_differently_and_only_those() {
+    let at = |steps: usize| {
+        let mut s = Script::new();
+        s.link("durable");
+        s.started_session();
+        if steps >= 1 {
+            s.submit(turn_start("a"));
+        }
+        if steps >= 2 {
+            let req = s.request("turn/start");
+            s.answer(
+                &req,
+                json!({"turnId": "0198f0aa-2222-7000-8000-0000000000bb"}),
+            );
+        }
+        s.core.state_dump()
+    };
+    // The same inputs: the same dump, though the two cores are distinct.
+    assert_eq!(at(0), at(0));
+    assert_eq!(at(2), at(2));
+    // A command waiting for its answer is state; so is its answer's arrival.
+    assert_ne!(at(0), at(1));
+    assert_ne!(at(1), at(2));
+}

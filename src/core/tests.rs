@@ -1557,3 +1557,65 @@ fn a_torn_unqueue_is_applied_with_its_effect_or_abandoned_without_it() {
     }
     assert_eq!(seen, (true, true), "both outcomes reached");
 }
+
+/// The durable event ordinals of the view frames in `frames`.
+fn event_ordinals(frames: &[Value]) -> Vec<u64> {
+    frames
+        .iter()
+        .filter_map(|f| f["params"]["viewCursor"].as_str())
+        .filter_map(|c| c.rsplit(':').next()?.parse().ok())
+        .filter(|n| *n > 0)
+        .collect()
+}
+
+#[test]
+fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered() {
+    // A failed sync is reported while the driver is still carrying out
+    // the core's outputs: when a held sync completes, the core queues the
+    // next batch's sync before the event frames the first one released,
+    // and if that sync fails, those frames are dropped with the session.
+    // A resume on the same connection must send them again: the
+    // connection's "delivered" mark may not count them. Try every moment
+    // of a turn for the release.
+    let mut resent_somewhere = false;
+    for delay in (0..200u64).step_by(5) {
+        let (mut h, c) = check(Durability::Durable);
+        start(&mut h, c);
+        h.hold_syncs = true;
+        let mut seen = event_ordinals(&turn(
+            &mut h,
+            c,
+            2,
+            10,
+            "a long enough text for several items and deltas to stream",
+            json!({}),
+        ));
+        h.advance(delay);
+        seen.extend(event_ordinals(&h.take(c)));
+        h.hold_syncs = false;
+        h.fail_next_sync = true;
+        h.release_syncs();
+        h.advance(3_000);
+        seen.extend(event_ordinals(&h.take(c)));
+        let last = seen.iter().copied().max().unwrap_or(0);
+        let f = req(
+            &mut h,
+            c,
+            3,
+            "session/resume",
+            json!({"sessionId": SID, "commandId": cid(91), "cursor": format!("v:{SID}:{last}")}),
+        );
+        assert!(response(&f, 3).get("result").is_some(), "{f:#?}");
+        h.advance(3_000);
+        let mut after: Vec<u64> = event_ordinals(&f);
+        after.extend(event_ordinals(&h.take(c)));
+        after.retain(|n| *n > last);
+        // Every durable event past what the client saw, in order, no gap.
+        let want: Vec<u64> = (last + 1..=last + after.len() as u64).collect();
+        assert_eq!(after, want, "delay {delay}: seen up to {last}");
+        // Non-vacuous: some release dropped frames that had to come again
+        // (the turn's start and first item were durable before the resume).
+        resent_somewhere |= after.contains(&1);
+    }
+    assert!(resent_somewhere, "no attempt dropped event frames");
+}

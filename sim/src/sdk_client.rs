@@ -294,17 +294,11 @@ impl SdkClient {
         // Sometimes the application rebuilds its view: the core forgets
         // the cursor, so its reload on this link resumes from a snapshot
         // (the other shape of a resume, which the core otherwise takes
-        // only when its cursor is unknown). Durable hosts only: on an
-        // ephemeral host the seeds this reaches show two histories the
-        // model misjudges (a session re-created under its id by an
-        // explicit start at a new incarnation; a turn's events sent to a
-        // still-subscribed old link before the submitter's answer).
-        if self.durable {
-            if let Some(sid) = c.session.as_deref().and_then(|s| SessionId::parse(s).ok()) {
-                if w.chance(Decision::Client, 100) {
-                    self.core.unfollow(&sid);
-                    self.core.follow(w.now_ms, sid, None);
-                }
+        // only when its cursor is unknown).
+        if let Some(sid) = c.session.as_deref().and_then(|s| SessionId::parse(s).ok()) {
+            if w.chance(Decision::Client, 100) {
+                self.core.unfollow(&sid);
+                self.core.follow(w.now_ms, sid, None);
             }
         }
         let mut out = Vec::new();

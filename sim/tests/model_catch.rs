@@ -33,6 +33,8 @@ struct H {
     len: usize,
     n: u64,
     seq: u64,
+    /// The host incarnation of `recv_on`/`send_on` (0 means 1).
+    inc: u64,
 }
 
 fn record(rtype: u8, body: Value) -> Vec<u8> {
@@ -944,4 +946,187 @@ fn log_integrity_a_replay_the_rot_holder_queued_before_dropping_is_no_answer_fro
     };
     clean(&build(false));
     caught(&build(true), "log-integrity");
+}
+
+/// An ephemeral host with two clients: link 1 (client 0) and link 2
+/// (client 1), both subscribed to S, which client 0 started.
+fn ephemeral_two_links() -> H {
+    let mut h = H::default();
+    h.host(What::HostStart {
+        inc: 1,
+        durable: false,
+    });
+    for link in [1, 2] {
+        h.push(
+            Actor::Client(link as usize - 1),
+            What::Connect {
+                link,
+                host: 0,
+                inc: 1,
+            },
+        );
+    }
+    h.recv_on(
+        1,
+        1,
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": S}),
+    );
+    let session = h.session_obj(h.now(), 0, None);
+    h.send_on(
+        1,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"session": session, "viewCursor": cursor(0)}}),
+    );
+    h.recv_on(
+        2,
+        1,
+        "session/resume",
+        json!({"commandId": cid(2), "sessionId": S, "cursor": cursor(0)}),
+    );
+    let session = h.session_obj(h.now(), 0, None);
+    h.send_on(
+        2,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "history": {"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"},
+        "pendingRequests": [], "session": session, "viewCursor": cursor(0)}}),
+    );
+    h
+}
+
+impl H {
+    fn recv_on(&mut self, link: u64, id: u64, method: &str, params: Value) {
+        let line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        let inc = self.inc.max(1);
+        self.host(What::HostRecv { inc, link, line });
+    }
+
+    fn send_on(&mut self, link: u64, frame: Value) {
+        self.host(What::HostSend {
+            inc: self.inc.max(1),
+            link,
+            line: frame.to_string(),
+        });
+    }
+
+    /// Client 0's fresh turn cid(3) on link 1, whose events the host sends
+    /// to link 2 first; the answer on link 1 follows unless `answered` is
+    /// false (link 1 closes instead).
+    fn turn_seen_first_elsewhere(&mut self, answered: bool) {
+        let c = cid(3);
+        let p = json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": "hi"}]});
+        self.recv_on(1, 2, "turn/start", p);
+        let events = [
+            ("turn/started", json!({"turnId": c, "commandId": c})),
+            (
+                "item/completed",
+                json!({"item": {"itemId": cid(1003), "kind": "userMessage", "turnId": c,
+                   "revision": 1, "status": "completed", "text": "hi", "commandId": c}}),
+            ),
+        ];
+        let mut frames = Vec::new();
+        for (n, (m, mut q)) in events.into_iter().enumerate() {
+            q["sessionId"] = json!(S);
+            q["viewCursor"] = json!(cursor(n as u64 + 1));
+            q["sourceRange"] = json!({"stream": {"kind": "run", "id": c},
+                "first": {"id": cid(2000 + n as u32), "sequence": n + 1},
+                "last": {"id": cid(2000 + n as u32), "sequence": n + 1}});
+            frames.push(
+                json!({"jsonrpc": "2.0", "method": m, "params": q, "emittedAtMs": self.now()}),
+            );
+        }
+        for f in &frames {
+            self.send_on(2, f.clone());
+        }
+        if answered {
+            let ack = json!({"commandId": c, "status": "accepted", "turnId": c,
+                             "startedNewTurn": true, "disposition": "started"});
+            self.send_on(1, json!({"jsonrpc": "2.0", "id": 2, "result": ack}));
+            for f in &frames {
+                self.send_on(1, f.clone());
+            }
+        } else {
+            self.push(
+                Actor::Net,
+                What::LinkClosed {
+                    link: 1,
+                    why: "cut",
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn turn_lifecycle_an_ephemeral_turn_whose_events_no_answer_ever_admits() {
+    // Control: another subscriber's link carries the turn's events before
+    // the submitter's link carries the answer (the response precedes the
+    // events only on the submitter's link): legal.
+    let mut h = ephemeral_two_links();
+    h.turn_seen_first_elsewhere(true);
+    clean(&h);
+    // Doctored: the answer never comes and the submitter's link closes;
+    // the events still name a turn no admitted turn/start named.
+    let mut h = ephemeral_two_links();
+    h.turn_seen_first_elsewhere(false);
+    caught(&h, "turn-lifecycle");
+}
+
+#[test]
+fn admission_decision_a_minted_session_id_conflict_only_when_that_session_exists() {
+    // A start without a session id was answered S at an ephemeral host
+    // that then died. At the next incarnation S is started again, under
+    // its own id by another command; the first command's replay, naming
+    // no session, meets S taken: session_id_conflict (control). Without
+    // that second start the conflict is invented (doctored).
+    let history = |restarted: bool| {
+        let mut h = H::default();
+        h.host(What::HostStart {
+            inc: 1,
+            durable: false,
+        });
+        h.push(
+            Actor::Client(0),
+            What::Connect {
+                link: 1,
+                host: 0,
+                inc: 1,
+            },
+        );
+        h.recv_on(1, 1, "session/start", json!({"commandId": cid(5)}));
+        let session = h.session_obj(h.now(), 0, None);
+        h.send_on(1, json!({"jsonrpc": "2.0", "id": 1, "result": {"session": session, "viewCursor": cursor(0)}}));
+        h.host(What::HostCrash {
+            inc: 1,
+            point: None,
+        });
+        h.host(What::HostStart {
+            inc: 2,
+            durable: false,
+        });
+        h.inc = 2;
+        h.push(
+            Actor::Client(0),
+            What::Connect {
+                link: 2,
+                host: 0,
+                inc: 2,
+            },
+        );
+        if restarted {
+            h.recv_on(
+                2,
+                1,
+                "session/start",
+                json!({"commandId": cid(6), "sessionId": S}),
+            );
+            let session = h.session_obj(h.now(), 0, None);
+            h.send_on(2, json!({"jsonrpc": "2.0", "id": 1, "result": {"session": session, "viewCursor": cursor(0)}}));
+        }
+        h.recv_on(2, 2, "session/start", json!({"commandId": cid(5)}));
+        h.send_on(2, json!({"jsonrpc": "2.0", "id": 2, "error": rejected(&cid(5), "session/start", "session_id_conflict")}));
+        h
+    };
+    clean(&history(true));
+    caught(&history(false), "admission-decision");
 }

@@ -103,6 +103,8 @@ struct Sub {
 struct LinkSt {
     host: usize,
     inc: u64,
+    /// The link closed: what the host still owes on it never arrives.
+    closed: bool,
     reqs: BTreeMap<String, Req>,
     subs: BTreeMap<String, Sub>,
 }
@@ -184,6 +186,9 @@ pub struct Model {
     adm: BTreeMap<(usize, u64, String, String), Adm>,
     /// Lease grants per session (a reload counts).
     loads: BTreeMap<String, u64>,
+    /// The session each `session/start` without a session id was first
+    /// answered with, by command id key.
+    start_sids: BTreeMap<String, String>,
     /// Ephemeral sessions by the host incarnation that holds them.
     eph_owner: BTreeMap<String, (usize, u64)>,
     /// Faults healed: the run must converge by its end.
@@ -246,6 +251,23 @@ impl Model {
                         ..LinkSt::default()
                     },
                 );
+            }
+            What::LinkClosed { link, .. } => {
+                if let Some(l) = self.links.get_mut(link) {
+                    l.closed = true;
+                    // Events held for an answer owed on this link go on.
+                    let (host, waiting): (usize, Vec<String>) = (
+                        l.host,
+                        self.sessions
+                            .iter()
+                            .filter(|(_, x)| !x.durable && !x.ahead.is_empty())
+                            .map(|(k, _)| k.clone())
+                            .collect(),
+                    );
+                    for sid in waiting {
+                        self.judge_ahead(host, &sid);
+                    }
+                }
             }
             What::HostRecv { inc, link, line } => self.host_recv(h, *inc, *link, line.as_bytes()),
             What::HostSend { inc, link, line } => {
@@ -986,6 +1008,11 @@ impl Model {
         let mut sid = req.sid.clone();
         if method == "session/start" && sid.is_none() {
             sid = outcome.as_ref().ok().and_then(|r| sid_of(&r["session"]));
+            if let Some(s) = &sid {
+                self.start_sids
+                    .entry(k.clone())
+                    .or_insert_with(|| s.clone());
+            }
         }
         // Subscriptions begin with a start or resume answer.
         if let (Ok(r), Some(s)) = (&outcome, &sid) {
@@ -1048,7 +1075,19 @@ impl Model {
         }
         if reason.as_deref() == Some("session_id_conflict") {
             self.rep.hit("3 reject session_id_conflict");
-            let ok = req.existed
+            // A start without a session id names the session an earlier
+            // answer to the same command id gave it (a host may derive the
+            // id from the command's, so that a replay anywhere names the
+            // same session); if that session now exists under another
+            // start, the conflict is right.
+            let (sid, existed) = match (&sid, self.start_sids.get(&k)) {
+                (None, Some(minted)) => {
+                    let now = self.sessions.get(minted).is_some_and(|x| x.created);
+                    (Some(minted.clone()), now)
+                }
+                _ => (sid.clone(), req.existed),
+            };
+            let ok = existed
                 && sid
                     .as_ref()
                     .and_then(|s| self.sessions.get(s))
@@ -1190,6 +1229,8 @@ impl Model {
                     self.rep.check(ok, "admission-decision", &format!("eph {k}"), || {
                         format!("{method} {cid} answered {outcome:?}; the spec allowed {window:?} while it was admitted")
                     });
+                    // Its events another link carried first are judged now.
+                    self.judge_ahead(h, &sid);
                 }
                 Some((sig, first)) => {
                     if req.sig.as_deref() != Some(sig.as_str()) {
@@ -1475,18 +1516,71 @@ impl Model {
                 None => {
                     sess.ahead
                         .insert(n, (method.to_string(), p.clone(), emitted_ms));
-                    while let Some((m, q, t)) = sess.ahead.remove(&(sess.head + 1)) {
-                        let n2 = sess.head + 1;
-                        let origin = Origin {
-                            writer: (h, 0),
-                            at_ms: t,
-                        };
-                        sess.event(&mut self.rep, n2, &m, &q, t, origin);
-                    }
-                    self.refresh_windows(&sid);
+                    self.judge_ahead(h, &sid);
                 }
             }
         }
+    }
+
+    /// Judges an ephemeral session's events in cursor order, as far as they
+    /// go without a gap, and without one that names a command its host
+    /// received and has not answered yet. The response precedes a
+    /// command's events only on the submitter's link (PROTOCOL.md 4.5):
+    /// another subscriber's link may carry them first, and on an
+    /// ephemeral host the answer is the intake, so the event waits for it.
+    /// (It waits only while the submitter's link is open.)
+    fn judge_ahead(&mut self, h: usize, sid: &str) {
+        loop {
+            let Some(sess) = self.sessions.get(sid) else {
+                return;
+            };
+            let n2 = sess.head + 1;
+            let Some((_, q, _)) = sess.ahead.get(&n2) else {
+                break;
+            };
+            if self.awaits_answer(sid, q) {
+                break;
+            }
+            let sess = self.sessions.get_mut(sid).expect("session");
+            let (m, q, t) = sess.ahead.remove(&n2).expect("event");
+            let origin = Origin {
+                writer: (h, 0),
+                at_ms: t,
+            };
+            sess.event(&mut self.rep, n2, &m, &q, t, origin);
+        }
+        self.refresh_windows(sid);
+    }
+
+    /// Whether event params `q` of ephemeral session `sid` name a command
+    /// its holder received on a link still open, did not answer yet, and
+    /// the model has not admitted.
+    fn awaits_answer(&self, sid: &str, q: &Value) -> bool {
+        let Some(owner) = self.eph_owner.get(sid).copied() else {
+            return false;
+        };
+        let Some(sess) = self.sessions.get(sid) else {
+            return false;
+        };
+        let names = [
+            &q["commandId"],
+            &q["turnId"],
+            &q["decidedByCommandId"],
+            &q["item"]["commandId"],
+            &q["item"]["turnId"],
+        ];
+        names.iter().filter_map(|v| v.as_str()).any(|c| {
+            let k = wire::key(c);
+            !sess.ledger.contains_key(&k)
+                && self.links.values().any(|l| {
+                    !l.closed
+                        && (l.host, l.inc) == owner
+                        && l.reqs.values().any(|r| {
+                            r.sid.as_deref() == Some(sid)
+                                && r.cid.as_deref().is_some_and(|x| wire::key(x) == k)
+                        })
+                })
+        })
     }
 
     /// The order rules of one link's view of one session (PROTOCOL.md 4.2,

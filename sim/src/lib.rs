@@ -20,6 +20,7 @@ pub mod faults;
 pub mod fuzz;
 pub mod known;
 pub mod model;
+pub mod moves;
 pub mod net;
 pub mod oracle;
 pub mod plan;

@@ -811,151 +811,31 @@ impl SdkClient {
 
     fn text(&mut self, c: &Client, w: &mut World, ctx: &Ctx) -> String {
         self.counter += 1;
-        let n = self.counter;
-        let kinds: &[u64] = match ctx.scenario {
-            Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5],
-            Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5],
-            _ => &[0, 1, 1, 2, 3, 4, 5],
-        };
-        match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
-            0 => format!("hello {n} from client {}", c.idx),
-            1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
-            2 => format!("!fail-launch {n}"),
-            3 => format!("!effect keyed act-{}-{n}", c.idx),
-            4 => format!("!effect unkeyed act-{}-{n}", c.idx),
-            _ => format!("!task {}", w.range(Decision::Client, 300, 4000)),
-        }
-    }
-
-    fn any_turn(&self, w: &mut World) -> Option<String> {
-        if self.known.seen_turns.is_empty() {
-            None
-        } else {
-            Some(
-                self.known.seen_turns
-                    [w.decide(Decision::Client, self.known.seen_turns.len() as u64) as usize]
-                    .clone(),
-            )
-        }
+        crate::moves::turn_text(w, ctx.scenario, self.counter, c.idx)
     }
 
     fn pick(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx) {
+        use crate::moves::Move;
         let sid = c.session.clone().expect("session");
-        // turn, steer, unqueue, interrupt/cancel, task stop, approval,
-        // state/update, conflicting reuse, idle, resend, queue flood,
-        // start of an existing session, pause until unloaded.
-        let weights: [u64; 13] = match ctx.scenario {
-            Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1],
-            _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2],
-        };
-        let total: u64 = weights.iter().sum();
-        let mut r = w.decide(Decision::Client, total);
-        let mut choice = 0;
-        for (k, wt) in weights.iter().enumerate() {
-            if r < *wt {
-                choice = k;
-                break;
-            }
-            r -= wt;
-        }
-        let (method, params) = match choice {
-            1 => {
-                let queued = self.some_queued(w);
-                let t = queued
-                    .or_else(|| self.known.running.clone())
-                    .or_else(|| self.any_turn(w));
-                let text = self.text(c, w, ctx);
-                match t {
-                    Some(t) => (
-                        "turn/steer",
-                        json!({"sessionId": sid, "expectedTurnId": t, "input": [{"type": "text", "text": text}]}),
-                    ),
-                    None => return self.pick_turn(c, w, ctx, &sid),
-                }
-            }
-            2 => {
-                let t = if !self.known.queued.is_empty() && w.chance(Decision::Client, 800) {
-                    Some(
-                        self.known.queued
-                            [w.decide(Decision::Client, self.known.queued.len() as u64) as usize]
-                            .clone(),
-                    )
-                } else {
-                    self.any_turn(w)
-                };
-                match t {
-                    Some(t) => ("turn/unqueue", json!({"sessionId": sid, "turnId": t})),
-                    None => return self.pick_turn(c, w, ctx, &sid),
-                }
-            }
-            3 => {
-                let m = if w.chance(Decision::Client, 500) {
-                    "turn/interrupt"
-                } else {
-                    "turn/cancel"
-                };
-                let mut p = json!({"sessionId": sid});
-                if w.chance(Decision::Client, 600) {
-                    let queued = self.some_queued(w);
-                    if let Some(t) = queued
-                        .or_else(|| self.known.running.clone())
-                        .or_else(|| self.any_turn(w))
-                    {
-                        p["turnId"] = json!(t);
-                    }
-                }
-                (m, p)
-            }
-            4 => match self.known.tasks.iter().next().cloned() {
-                Some(t) if w.chance(Decision::Client, 700) => {
-                    ("task/stop", json!({"sessionId": sid, "taskId": t}))
-                }
-                // A task that never existed (`missing_task`).
-                _ if w.chance(Decision::Client, 300) => {
-                    let t = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
-                    ("task/stop", json!({"sessionId": sid, "taskId": t}))
-                }
-                _ => ("task/stopAll", json!({"sessionId": sid})),
-            },
-            5 => match self.known.approvals.iter().next().cloned() {
-                Some(a) => return self.decide_approval(c, w, &a, false),
-                None => return self.pick_turn(c, w, ctx, &sid),
-            },
-            6 => {
-                let stale = w.chance(Decision::Client, 200);
-                let rev = if stale {
-                    self.known.revision + 1
-                } else {
-                    self.known.revision
-                };
-                self.counter += 1;
-                let mut set = Map::new();
-                set.insert(format!("k{}", self.counter % 5), json!(self.counter));
-                if w.chance(Decision::Client, 200) {
-                    set.insert(format!("k{}", (self.counter + 1) % 5), Value::Null);
-                }
-                (
-                    "state/update",
-                    json!({"sessionId": sid, "expectedRevision": rev, "set": set}),
-                )
-            }
-            7 => return self.conflict_probe(c, w, &sid),
-            8 => {
-                self.idle_until_ms = w.now_ms + w.range(Decision::Client, 200, 3000);
+        let mv =
+            crate::moves::next_move(w, ctx.scenario, &self.known, &mut self.counter, c.idx, &sid);
+        let (method, params) = match mv {
+            Move::Submit(m, p) => (m, p),
+            Move::Turn => return self.pick_turn(c, w, ctx, &sid),
+            Move::Approval(a) => return self.decide_approval(c, w, &a, false),
+            Move::Conflict => return self.conflict_probe(c, w, &sid),
+            Move::IdleUntil(t) => {
+                self.idle_until_ms = t;
                 return;
             }
-            9 => {
+            Move::Resend => {
                 if !self.resend(c, w, false) {
                     self.pick_turn(c, w, ctx, &sid);
                 }
                 return;
             }
-            10 => return self.flood_queue(c, w, &sid),
-            // `session/start` of the session this client already has, under
-            // a new id: `session_id_conflict`.
-            11 => ("session/start", json!({"sessionId": sid})),
-            12 => return self.pause(w, ctx, &sid),
-            _ => return self.pick_turn(c, w, ctx, &sid),
+            Move::Flood => return self.flood_queue(c, w, &sid),
+            Move::Pause => return self.pause(w, ctx, &sid),
         };
         self.active = self.submit(c, w, method, params, Purpose::Normal);
         self.maybe_burst(c, w, &sid);
@@ -974,16 +854,6 @@ impl SdkClient {
                 self.burst.push(b);
             }
         }
-    }
-
-    fn some_queued(&mut self, w: &mut World) -> Option<String> {
-        if self.known.queued.is_empty() || !w.chance(Decision::Client, 300) {
-            return None;
-        }
-        Some(
-            self.known.queued[w.decide(Decision::Client, self.known.queued.len() as u64) as usize]
-                .clone(),
-        )
     }
 
     /// A long turn, then 17 queued submits in one burst: the queue fills
@@ -1063,41 +933,21 @@ impl SdkClient {
             let x = &c.cmds[orig];
             (x.cid.clone(), x.method.clone(), x.params.clone())
         };
-        match w.decide(Decision::Client, 3) {
-            0 => params["x-unknown-member"] = json!(self.counter),
-            1 if method == "turn/start" && params.get("ifBusy").is_none() => {
-                params["ifBusy"] = json!("queue")
-            }
-            1 if params.get("turnId").is_none() && method.starts_with("turn/") => {
-                params["turnId"] = Value::Null
-            }
-            _ => {}
-        }
+        crate::moves::same_payload_respelled(w, &method, &mut params, self.counter);
         self.active = self.reuse(c, w, &cid, &method, params, Purpose::Resend);
         true
     }
 
     fn pick_turn(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, sid: &str) {
         let text = self.text(c, w, ctx);
-        let mut p = json!({"sessionId": sid, "input": [{"type": "text", "text": text}]});
-        match w.decide(Decision::Client, 5) {
-            0 | 1 => {}
-            2 => p["ifBusy"] = json!("queue"),
-            3 => p["ifBusy"] = json!("steer"),
-            _ => p["ifBusy"] = json!("replace"),
-        }
+        let p = crate::moves::turn_start_params(w, sid, &text);
         self.active = self.submit(c, w, "turn/start", p, Purpose::Normal);
         self.maybe_burst(c, w, sid);
     }
 
     fn decide_approval(&mut self, c: &mut Client, w: &mut World, a: &str, approve_only: bool) {
         let sid = c.session.clone().expect("session");
-        let choice = if approve_only || !w.chance(Decision::Client, 250) {
-            "approve"
-        } else {
-            "deny"
-        };
-        let p = json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice});
+        let p = crate::moves::approval_decision(w, &sid, a, approve_only);
         self.known.approvals.remove(a);
         self.active = self.submit(c, w, "approval/decide", p, Purpose::Normal);
     }
@@ -1131,43 +981,9 @@ impl SdkClient {
             (x.cid.clone(), x.method.clone(), x.params.clone())
         };
         let other = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
-        let text = json!([{"type": "text", "text": format!("conflict-probe {n}")}]);
         let flip = w.chance(Decision::Client, 500);
-        match method.as_str() {
-            "session/start" => p["workspaceRoot"] = json!(format!("/w/{n}")),
-            "turn/start" if flip => {
-                p["ifBusy"] = json!(if p["ifBusy"] == "replace" {
-                    "steer"
-                } else {
-                    "replace"
-                })
-            }
-            "turn/start" => p["input"] = text,
-            "turn/steer" if flip => p["expectedTurnId"] = json!(other),
-            "turn/steer" => p["input"] = text,
-            "turn/unqueue" => p["turnId"] = json!(other),
-            "turn/interrupt" | "turn/cancel" => {
-                p["turnId"] = if p["turnId"].is_string() {
-                    Value::Null
-                } else {
-                    json!(other)
-                }
-            }
-            "task/stop" => p["taskId"] = json!(other),
-            "task/stopAll" => method = "turn/interrupt".to_string(),
-            "approval/decide" if flip => {
-                p["choiceId"] = json!(if p["choiceId"] == "approve" {
-                    "deny"
-                } else {
-                    "approve"
-                })
-            }
-            "approval/decide" => p["requirementId"]["sourceIndex"] = json!(1),
-            "state/update" if flip => {
-                p["expectedRevision"] = json!(p["expectedRevision"].as_u64().unwrap_or(0) + 1)
-            }
-            "state/update" => p["set"] = json!({"probe": n}),
-            _ => return,
+        if !crate::moves::respell(&mut method, &mut p, sid, n, &other, flip) {
+            return;
         }
         self.active = self.reuse(c, w, &cid, &method, p, Purpose::Conflict);
     }

@@ -1,0 +1,296 @@
+//! The workload's next move on a session, shared by both clients
+//! (`client.rs`, the legacy one, and `sdk_client.rs`, the SDK core's):
+//! which command to issue and with what, drawn through [`World`] from
+//! what the client knows of its session ([`Known`]). Pure choices: the
+//! clients carry the moves out (submit, re-send, pause...) each its own
+//! way. The draws are made in one fixed order, so a recorded choice
+//! sequence means the same moves to both clients (and every legacy run
+//! file still replays bit for bit).
+
+use serde_json::{json, Map, Value};
+
+use crate::known::Known;
+use crate::workload::Scenario;
+use crate::world::{Decision, World};
+
+/// What a client does next on its session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Move {
+    /// Issue this command (then perhaps a pipelined burst).
+    Submit(&'static str, Value),
+    /// Start (or queue) a turn: the client's own `pick_turn`.
+    Turn,
+    /// Decide this pending approval.
+    Approval(String),
+    /// Reuse an answered command's id with another payload.
+    Conflict,
+    /// Do nothing until this simulated time.
+    IdleUntil(u64),
+    /// Send an answered command again under its id (else a turn).
+    Resend,
+    /// A long turn and a burst of queued ones past the queue's bound.
+    Flood,
+    /// Wait until the host unloads the session.
+    Pause,
+}
+
+/// A turn's input text: its kind drawn per scenario (plain, sleeping,
+/// failing launch, keyed or unkeyed effect, background task). `n` numbers
+/// it; `idx` is the client's index.
+pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> String {
+    let kinds: &[u64] = match scenario {
+        Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5],
+        Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5],
+        _ => &[0, 1, 1, 2, 3, 4, 5],
+    };
+    match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
+        0 => format!("hello {n} from client {idx}"),
+        1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
+        2 => format!("!fail-launch {n}"),
+        3 => format!("!effect keyed act-{idx}-{n}"),
+        4 => format!("!effect unkeyed act-{idx}-{n}"),
+        _ => format!("!task {}", w.range(Decision::Client, 300, 4000)),
+    }
+}
+
+/// Sometimes (3 in 10) one of the queued turns.
+pub fn some_queued(known: &Known, w: &mut World) -> Option<String> {
+    if known.queued.is_empty() || !w.chance(Decision::Client, 300) {
+        return None;
+    }
+    Some(known.queued[w.decide(Decision::Client, known.queued.len() as u64) as usize].clone())
+}
+
+/// Any turn the client ever saw start.
+pub fn any_turn(known: &Known, w: &mut World) -> Option<String> {
+    if known.seen_turns.is_empty() {
+        None
+    } else {
+        Some(
+            known.seen_turns[w.decide(Decision::Client, known.seen_turns.len() as u64) as usize]
+                .clone(),
+        )
+    }
+}
+
+/// The next move on session `sid`. `counter` numbers texts and written
+/// values (it advances as they are drawn); `idx` is the client's index.
+pub fn next_move(
+    w: &mut World,
+    scenario: Scenario,
+    known: &Known,
+    counter: &mut u64,
+    idx: usize,
+    sid: &str,
+) -> Move {
+    // turn, steer, unqueue, interrupt/cancel, task stop, approval,
+    // state/update, conflicting reuse, idle, resend, queue flood,
+    // start of an existing session, pause until unloaded.
+    let weights: [u64; 13] = match scenario {
+        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1],
+        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2],
+    };
+    let total: u64 = weights.iter().sum();
+    let mut r = w.decide(Decision::Client, total);
+    let mut choice = 0;
+    for (k, wt) in weights.iter().enumerate() {
+        if r < *wt {
+            choice = k;
+            break;
+        }
+        r -= wt;
+    }
+    match choice {
+        1 => {
+            // The running turn, or (to reach `not_running`) a queued one,
+            // or any turn this client saw.
+            let t = some_queued(known, w)
+                .or_else(|| known.running.clone())
+                .or_else(|| any_turn(known, w));
+            *counter += 1;
+            let text = turn_text(w, scenario, *counter, idx);
+            match t {
+                Some(t) => Move::Submit(
+                    "turn/steer",
+                    json!({"sessionId": sid, "expectedTurnId": t, "input": [{"type": "text", "text": text}]}),
+                ),
+                None => Move::Turn,
+            }
+        }
+        2 => {
+            let t = if !known.queued.is_empty() && w.chance(Decision::Client, 800) {
+                Some(
+                    known.queued[w.decide(Decision::Client, known.queued.len() as u64) as usize]
+                        .clone(),
+                )
+            } else {
+                any_turn(known, w)
+            };
+            match t {
+                Some(t) => Move::Submit("turn/unqueue", json!({"sessionId": sid, "turnId": t})),
+                None => Move::Turn,
+            }
+        }
+        3 => {
+            let m = if w.chance(Decision::Client, 500) {
+                "turn/interrupt"
+            } else {
+                "turn/cancel"
+            };
+            let mut p = json!({"sessionId": sid});
+            if w.chance(Decision::Client, 600) {
+                if let Some(t) = some_queued(known, w)
+                    .or_else(|| known.running.clone())
+                    .or_else(|| any_turn(known, w))
+                {
+                    p["turnId"] = json!(t);
+                }
+            }
+            Move::Submit(m, p)
+        }
+        4 => match known.tasks.iter().next().cloned() {
+            Some(t) if w.chance(Decision::Client, 700) => {
+                Move::Submit("task/stop", json!({"sessionId": sid, "taskId": t}))
+            }
+            // A task that never existed (`missing_task`).
+            _ if w.chance(Decision::Client, 300) => {
+                let t = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+                Move::Submit("task/stop", json!({"sessionId": sid, "taskId": t}))
+            }
+            _ => Move::Submit("task/stopAll", json!({"sessionId": sid})),
+        },
+        5 => match known.approvals.iter().next().cloned() {
+            Some(a) => Move::Approval(a),
+            None => Move::Turn,
+        },
+        6 => {
+            let stale = w.chance(Decision::Client, 200);
+            let rev = if stale {
+                known.revision + 1
+            } else {
+                known.revision
+            };
+            *counter += 1;
+            let n = *counter;
+            let mut set = Map::new();
+            set.insert(format!("k{}", n % 5), json!(n));
+            if w.chance(Decision::Client, 200) {
+                set.insert(format!("k{}", (n + 1) % 5), Value::Null);
+            }
+            Move::Submit(
+                "state/update",
+                json!({"sessionId": sid, "expectedRevision": rev, "set": set}),
+            )
+        }
+        7 => Move::Conflict,
+        8 => Move::IdleUntil(w.now_ms + w.range(Decision::Client, 200, 3000)),
+        9 => Move::Resend,
+        10 => Move::Flood,
+        // `session/start` of the session this client already has, under a
+        // new id: `session_id_conflict`.
+        11 => Move::Submit("session/start", json!({"sessionId": sid})),
+        12 => Move::Pause,
+        _ => Move::Turn,
+    }
+}
+
+/// Changes exactly one defined param of an answered command's payload
+/// (or, for `task/stopAll`, its method), for a deliberate
+/// `command_id_conflict`: `n` numbers the probe, `other` is a fresh id,
+/// `flip` picks between the two changes some methods have. `false` when
+/// the method has none.
+pub fn respell(
+    method: &mut String,
+    p: &mut Value,
+    sid: &str,
+    n: u64,
+    other: &str,
+    flip: bool,
+) -> bool {
+    let text = json!([{"type": "text", "text": format!("conflict-probe {n}")}]);
+    match method.as_str() {
+        "session/start" => p["workspaceRoot"] = json!(format!("/w/{n}")),
+        "session/resume" => {
+            p["cursor"] = if p["cursor"].is_string() {
+                Value::Null
+            } else {
+                json!(format!("v:{sid}:0"))
+            }
+        }
+        "turn/start" if flip => {
+            p["ifBusy"] = json!(if p["ifBusy"] == "replace" {
+                "steer"
+            } else {
+                "replace"
+            })
+        }
+        "turn/start" => p["input"] = text,
+        "turn/steer" if flip => p["expectedTurnId"] = json!(other),
+        "turn/steer" => p["input"] = text,
+        "turn/unqueue" => p["turnId"] = json!(other),
+        "turn/interrupt" | "turn/cancel" => {
+            p["turnId"] = if p["turnId"].is_string() {
+                Value::Null
+            } else {
+                json!(other)
+            }
+        }
+        "task/stop" => p["taskId"] = json!(other),
+        "task/stopAll" => *method = "turn/interrupt".to_string(),
+        "approval/decide" if flip => {
+            p["choiceId"] = json!(if p["choiceId"] == "approve" {
+                "deny"
+            } else {
+                "approve"
+            })
+        }
+        "approval/decide" => p["requirementId"]["sourceIndex"] = json!(1),
+        "state/update" if flip => {
+            p["expectedRevision"] = json!(p["expectedRevision"].as_u64().unwrap_or(0) + 1)
+        }
+        "state/update" => p["set"] = json!({"probe": n}),
+        _ => return false,
+    }
+    true
+}
+
+/// Spells an answered command's payload differently without changing
+/// what it asks (an unknown member, a defaulted param made explicit, an
+/// absent turn id as `null`), or not at all: its resend must be answered
+/// as a replay. `counter` fills the unknown member.
+pub fn same_payload_respelled(w: &mut World, method: &str, params: &mut Value, counter: u64) {
+    match w.decide(Decision::Client, 3) {
+        0 => params["x-unknown-member"] = json!(counter),
+        1 if method == "turn/start" && params.get("ifBusy").is_none() => {
+            params["ifBusy"] = json!("queue")
+        }
+        1 if params.get("turnId").is_none() && method.starts_with("turn/") => {
+            params["turnId"] = Value::Null
+        }
+        _ => {}
+    }
+}
+
+/// The params of a `turn/start` of `text` on `sid`: `ifBusy` absent (the
+/// default, queue) 2 times in 5, else queue, steer or replace.
+pub fn turn_start_params(w: &mut World, sid: &str, text: &str) -> Value {
+    let mut p = json!({"sessionId": sid, "input": [{"type": "text", "text": text}]});
+    match w.decide(Decision::Client, 5) {
+        0 | 1 => {}
+        2 => p["ifBusy"] = json!("queue"),
+        3 => p["ifBusy"] = json!("steer"),
+        _ => p["ifBusy"] = json!("replace"),
+    }
+    p
+}
+
+/// The params of an `approval/decide` of approval `a` on `sid`: approve
+/// (always with `approve_only`, else 3 times in 4) or deny.
+pub fn approval_decision(w: &mut World, sid: &str, a: &str, approve_only: bool) -> Value {
+    let choice = if approve_only || !w.chance(Decision::Client, 250) {
+        "approve"
+    } else {
+        "deny"
+    };
+    json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice})
+}

@@ -592,8 +592,6 @@ impl Client {
         }
     }
 
-    /// Sometimes one of the queued turns (a target that is `not_running`).
-
     /// A long turn, then 17 queued submits in one burst: the queue fills
     /// (16) and the last one is refused `queue_full`.
     fn flood_queue(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {

@@ -509,10 +509,16 @@ impl Host {
                 ),
                 ("pendingRequests", pending_requests_value(&s)),
             ]),
-            Read::ListPending { .. } => json!({
-                "approvals": s.pending_approvals().iter().map(|a| a.params.clone()).collect::<Vec<_>>(),
-                "userInputs": [],
-            }),
+            Read::ListPending { .. } => object([
+                (
+                    "approvals",
+                    s.pending_approvals()
+                        .iter()
+                        .map(|a| a.params.clone())
+                        .collect(),
+                ),
+                ("userInputs", json!([])),
+            ]),
             Read::Unsubscribe { .. } => unreachable!("handled above"),
         };
         self.respond(conn, id, &super::record::Answer::Result(result), None);
@@ -607,20 +613,33 @@ impl Host {
                 self.respond(conn, id, &answer(v), None);
             }
             Read::SessionRead { .. } => {
-                let v = json!({
-                    "session": self.session_json(sid),
-                    "viewCursor": l.s.cursor(l.s.head_n()),
-                    "history": {"mode": "snapshot", "items": null, "snapshot": snapshot_value(&l.s)},
-                    "pendingRequests": pending_requests_value(&l.s),
-                });
+                let v = object([
+                    ("session", self.session_json(sid)),
+                    ("viewCursor", Value::String(l.s.cursor(l.s.head_n()))),
+                    (
+                        "history",
+                        object([
+                            ("mode", json!("snapshot")),
+                            ("items", Value::Null),
+                            ("snapshot", snapshot_value(&l.s)),
+                        ]),
+                    ),
+                    ("pendingRequests", pending_requests_value(&l.s)),
+                ]);
                 let gate = self.gate_now(sid);
                 self.respond(conn, id, &answer(v), gate);
             }
             Read::ListPending { .. } => {
-                let v = json!({
-                    "approvals": l.s.pending_approvals().iter().map(|a| a.params.clone()).collect::<Vec<_>>(),
-                    "userInputs": [],
-                });
+                let v = object([
+                    (
+                        "approvals",
+                        l.s.pending_approvals()
+                            .iter()
+                            .map(|a| a.params.clone())
+                            .collect(),
+                    ),
+                    ("userInputs", json!([])),
+                ]);
                 let gate = self.gate_now(sid);
                 self.respond(conn, id, &answer(v), gate);
             }

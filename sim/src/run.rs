@@ -179,6 +179,9 @@ pub fn run(cfg: &RunConfig) -> RunResult {
 /// Runs `cfg` as `plan` says (a recorded choice sequence, a fixed workload
 /// or fault mix) and checks every property, unless `probe` stops it.
 pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunResult {
+    // Reloads decode each log record once per run, not once per load
+    // (see `msp::core::record::memo`; results are the same).
+    let _memo = msp::core::record::DecodeMemo::install();
     let mut w = match (&plan.choices, plan.then_seed) {
         (None, _) => World::new(cfg.seed, START_MS),
         (Some(v), None) => World::with_source(Source::recorded(v.clone()), START_MS),

@@ -278,14 +278,48 @@ impl Record {
 pub mod memo {
     use std::cell::RefCell;
     use std::collections::HashMap;
-    use std::hash::{BuildHasherDefault, DefaultHasher};
+    use std::hash::{BuildHasherDefault, Hasher};
 
     use super::Record;
 
     /// Payload bytes kept before the memo starts afresh.
     const MAX_BYTES: usize = 16 << 20;
 
-    type Table = HashMap<Box<[u8]>, Record, BuildHasherDefault<DefaultHasher>>;
+    type Table = HashMap<Box<[u8]>, Record, BuildHasherDefault<WordHasher>>;
+
+    /// A fixed-key multiply-rotate hash over 8-byte words (the Fx hash's
+    /// step): SipHash over every payload cost more than a tenth of what
+    /// the memo saved. Keys are compared exactly on a hit, so collisions
+    /// cost time, never a wrong record; the keys are our own log's bytes.
+    #[derive(Default)]
+    struct WordHasher(u64);
+
+    impl WordHasher {
+        fn add(&mut self, word: u64) {
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    impl Hasher for WordHasher {
+        fn write(&mut self, bytes: &[u8]) {
+            let mut words = bytes.chunks_exact(8);
+            for w in &mut words {
+                self.add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+            }
+            let mut last = [0u8; 8];
+            let rest = words.remainder();
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+
+        fn write_usize(&mut self, n: usize) {
+            self.add(n as u64);
+        }
+
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
 
     #[derive(Default)]
     struct Memo {

@@ -179,6 +179,9 @@ pub fn run(cfg: &RunConfig) -> RunResult {
 /// Runs `cfg` as `plan` says (a recorded choice sequence, a fixed workload
 /// or fault mix) and checks every property, unless `probe` stops it.
 pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunResult {
+    // Reloads decode each log record once per run, not once per load
+    // (see `msp::core::record::memo`; results are the same).
+    let _memo = msp::core::record::DecodeMemo::install();
     let mut w = match (&plan.choices, plan.then_seed) {
         (None, _) => World::new(cfg.seed, START_MS),
         (Some(v), None) => World::with_source(Source::recorded(v.clone()), START_MS),
@@ -718,7 +721,7 @@ impl Sim {
             Actor::Client(c),
             What::ClientSend {
                 link,
-                line: String::from_utf8_lossy(&line).into_owned(),
+                line: line_text(&line),
             },
         );
         if self.maybe_cut(link) {
@@ -816,7 +819,7 @@ impl Sim {
                 What::HostRecv {
                     inc,
                     link,
-                    line: String::from_utf8_lossy(&line).into_owned(),
+                    line: line_text(&line),
                 },
             );
             let now = self.w.now_ms;
@@ -832,7 +835,7 @@ impl Sim {
                 Actor::Client(c),
                 What::ClientRecv {
                     link,
-                    line: String::from_utf8_lossy(&line).into_owned(),
+                    line: line_text(&line),
                 },
             );
             let ctx = self.ctx();
@@ -995,7 +998,7 @@ impl Sim {
                     What::HostSend {
                         inc,
                         link,
-                        line: String::from_utf8_lossy(&line).into_owned(),
+                        line: line_text(&line),
                     },
                 );
                 self.send_to_client(link, line);
@@ -1464,5 +1467,17 @@ impl Sim {
                 offset,
             },
         );
+    }
+}
+
+/// A wire line as trace text: what `String::from_utf8_lossy` gives, by the
+/// fast check first (`str::from_utf8` reads ASCII a word at a time; the
+/// lossy decoder went byte by byte, over every line of every run: issue
+/// 10). Invalid UTF-8 still takes the lossy path, so the text, and every
+/// trace hash, is the same.
+fn line_text(line: &[u8]) -> String {
+    match std::str::from_utf8(line) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(line).into_owned(),
     }
 }

@@ -461,7 +461,14 @@ pub struct BadFrame {
 /// Classifies one server line (without its `\n`).
 pub(crate) fn parse_server_line(line: &[u8]) -> Result<ServerFrame, BadFrame> {
     let bad = |d: String| Err(BadFrame { detail: d });
-    let v: Value = match serde_json::from_slice(line) {
+    // Checked as UTF-8 once, whole, then read from a `str`: from bytes,
+    // serde_json checks each string again as it reads it (issue 10). Not
+    // UTF-8: the bytes' own error, as before.
+    let parsed = match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(line),
+    };
+    let v: Value = match parsed {
         Ok(v) => v,
         Err(e) => return bad(format!("not JSON: {e}")),
     };

@@ -513,16 +513,20 @@ impl Host {
                 )
             }
             None => (
-                json!({"mode": "snapshot", "items": null, "snapshot": self.snapshot_json(&sid)}),
+                super::view::object([
+                    ("mode", json!("snapshot")),
+                    ("items", Value::Null),
+                    ("snapshot", self.snapshot_json(&sid)),
+                ]),
                 head.clone(),
             ),
         };
-        let mut result = json!({
-            "session": self.session_json(&sid),
-            "viewCursor": head,
-            "history": history,
-            "pendingRequests": self.pending_requests_json(&sid),
-        });
+        let mut result = super::view::object([
+            ("session", self.session_json(&sid)),
+            ("viewCursor", Value::String(head)),
+            ("history", history),
+            ("pendingRequests", self.pending_requests_json(&sid)),
+        ]);
         super::view::as_resumed(&mut result);
         let at = self.ack(&sid, &c, sig, result.clone(), Some(Outcome::Applied));
         self.respond_at(conn, id, &sid, &Answer::Result(result), at);

@@ -247,13 +247,135 @@ impl Record {
             let s: Snapshot = serde_json::from_slice(payload).ok()?;
             return Some(Record::Snapshot(Box::new(s)));
         }
-        if let Some(r) = fast::decode(record_type, payload) {
+        if let Some(r) = memo::get(record_type, payload) {
             return Some(r);
         }
-        let r: Record = serde_json::from_slice(payload).ok()?;
-        (r.type_byte() == record_type).then_some(r)
+        let r = match fast::decode(record_type, payload) {
+            Some(r) => r,
+            None => {
+                let r: Record = serde_json::from_slice(payload).ok()?;
+                (r.type_byte() == record_type).then_some(r)?
+            }
+        };
+        memo::put(record_type, payload, &r);
+        Some(r)
     }
 }
+
+/// A memo of decoded record payloads, for the simulator only (off unless
+/// [`DecodeMemo::install`]ed on the thread; `msp serve` never does).
+///
+/// A simulated run loads the same sessions over and over (every restart,
+/// handover and idle unload reloads, every lease-free read folds the log
+/// again), and each load decoded every record of the log from JSON: most
+/// of a run's load time, and it grows with the log (issue 10). Decoding is
+/// a pure function of (type byte, payload bytes), so a payload seen before
+/// is answered with a clone of what it decoded to, looked up by its exact
+/// bytes: whatever the disk holds is still what is decoded (a flipped bit
+/// is another key), so the result, and every trace, is unchanged. The
+/// table is a plain hash map with a fixed-key hasher (no OS randomness;
+/// it is never iterated) and is emptied when it holds too many bytes.
+pub mod memo {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::hash::{BuildHasherDefault, Hasher};
+
+    use super::Record;
+
+    /// Payload bytes kept before the memo starts afresh.
+    const MAX_BYTES: usize = 16 << 20;
+
+    type Table = HashMap<Box<[u8]>, Record, BuildHasherDefault<WordHasher>>;
+
+    /// A fixed-key multiply-rotate hash over 8-byte words (the Fx hash's
+    /// step): SipHash over every payload cost more than a tenth of what
+    /// the memo saved. Keys are compared exactly on a hit, so collisions
+    /// cost time, never a wrong record; the keys are our own log's bytes.
+    #[derive(Default)]
+    struct WordHasher(u64);
+
+    impl WordHasher {
+        fn add(&mut self, word: u64) {
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    impl Hasher for WordHasher {
+        fn write(&mut self, bytes: &[u8]) {
+            let mut words = bytes.chunks_exact(8);
+            for w in &mut words {
+                self.add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+            }
+            let mut last = [0u8; 8];
+            let rest = words.remainder();
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+
+        fn write_usize(&mut self, n: usize) {
+            self.add(n as u64);
+        }
+
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
+
+    #[derive(Default)]
+    struct Memo {
+        /// One table per record type 1..=6.
+        tables: [Table; 6],
+        bytes: usize,
+    }
+
+    thread_local! {
+        static MEMO: RefCell<Option<Memo>> = const { RefCell::new(None) };
+    }
+
+    /// Record decoding on this thread is memoised while this lives.
+    #[must_use = "the memo is removed when the guard drops"]
+    pub struct DecodeMemo(());
+
+    impl DecodeMemo {
+        /// Installs an empty memo on this thread (replacing any).
+        pub fn install() -> DecodeMemo {
+            MEMO.with(|m| *m.borrow_mut() = Some(Memo::default()));
+            DecodeMemo(())
+        }
+    }
+
+    impl Drop for DecodeMemo {
+        fn drop(&mut self) {
+            MEMO.with(|m| *m.borrow_mut() = None);
+        }
+    }
+
+    fn slot(record_type: u8) -> Option<usize> {
+        (1..=6)
+            .contains(&record_type)
+            .then(|| usize::from(record_type - 1))
+    }
+
+    pub(super) fn get(record_type: u8, payload: &[u8]) -> Option<Record> {
+        let i = slot(record_type)?;
+        MEMO.with(|m| m.borrow().as_ref()?.tables[i].get(payload).cloned())
+    }
+
+    pub(super) fn put(record_type: u8, payload: &[u8], r: &Record) {
+        let Some(i) = slot(record_type) else { return };
+        MEMO.with(|m| {
+            let mut m = m.borrow_mut();
+            let Some(memo) = m.as_mut() else { return };
+            if memo.bytes + payload.len() > MAX_BYTES {
+                *memo = Memo::default();
+            }
+            memo.bytes += payload.len();
+            memo.tables[i].insert(payload.into(), r.clone());
+        });
+    }
+}
+
+pub use memo::DecodeMemo;
 
 /// The fast path of [`Record::decode`]: the type byte names the variant,
 /// so its payload is read straight into that variant's fields (serde's
@@ -695,6 +817,31 @@ mod tests {
             assert_eq!(fast::decode(t, &payload).as_ref(), want, "{r:?}");
             assert_eq!(Record::decode(t, &payload).as_ref(), Some(&r), "{r:?}");
             assert_eq!(general(t, &payload).as_ref(), Some(&r), "{r:?}");
+        }
+    }
+
+    /// With the memo installed, every payload decodes as without it: the
+    /// first time, again (from the memo), and with a byte changed (another
+    /// key: decoded afresh, or refused as before); a wrong type byte for a
+    /// memoised payload is still refused.
+    #[test]
+    fn the_memo_answers_what_decoding_would() {
+        let _memo = DecodeMemo::install();
+        for r in every_kind() {
+            let payload = serde_json::to_vec(&r).unwrap();
+            let t = r.type_byte();
+            let want = general(t, &payload);
+            for _ in 0..2 {
+                assert_eq!(Record::decode(t, &payload), want, "{r:?}");
+            }
+            let other = if t == 2 { 6 } else { 2 };
+            assert_eq!(Record::decode(other, &payload), general(other, &payload));
+            let mut flipped = payload.clone();
+            let at = flipped.len() / 2;
+            flipped[at] ^= 0x01;
+            for _ in 0..2 {
+                assert_eq!(Record::decode(t, &flipped), general(t, &flipped), "{r:?}");
+            }
         }
     }
 

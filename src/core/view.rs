@@ -87,13 +87,37 @@ fn turn_ref(s: &Session, turn_id: &str) -> Value {
     json!({"turnId": turn_id, "commandId": command_id})
 }
 
+/// An object of `members`, moved in. `json!` copies every member given
+/// as an expression through a serialiser (`to_value`), node by node, even
+/// one that is already a `Value`: for the large members (items, kv, pages
+/// of events, snapshots) a clone or a move is far cheaper (issue 10).
+/// Same tree, so the same bytes.
+pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(
+        members
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+/// `v`'s members `members` set to the given values (replacing what was
+/// there): how a `json!` skeleton gets its large members without copies.
+fn with<const N: usize>(mut v: Value, members: [(&str, Value); N]) -> Value {
+    let o = v.as_object_mut().expect("an object");
+    for (k, m) in members {
+        o.insert(k.to_string(), m);
+    }
+    v
+}
+
 /// The `ViewSnapshot` at the session's durable head.
 pub fn snapshot_value(s: &Session) -> Value {
-    json!({
+    let mut v = json!({
         "schemaVersion": 1,
         "viewCursor": s.cursor(s.head_n()),
         "state": {
-            "items": s.items,
+            "items": null,
             "activeTurn": s.running.as_deref().map(|t| turn_ref(s, t)),
             "queuedTurns": s.queue.iter().map(|t| turn_ref(s, t)).collect::<Vec<_>>(),
             "pendingApprovals": s.pending_approvals().iter().map(|a| json!({
@@ -110,9 +134,17 @@ pub fn snapshot_value(s: &Session) -> Value {
             "turnCount": s.turn_count,
             "pendingCommands": s.pending_commands(),
             "revision": s.revision,
-            "kv": s.kv,
+            "kv": null,
         }
-    })
+    });
+    v["state"] = with(
+        v["state"].take(),
+        [
+            ("items", Value::Array(s.items.clone())),
+            ("kv", Value::Object(s.kv.clone())),
+        ],
+    );
+    v
 }
 
 /// `pendingRequests`: pending approvals as pointers.
@@ -232,11 +264,21 @@ fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEven
         .filter_map(|n| {
             s.event(*n)
                 .or_else(|| archived.iter().find(|e| e.n == *n))
-                .map(|e| json!({"method": e.method, "params": e.params}))
+                .map(|e| {
+                    // Built, not `json!`: that copies `params` through a
+                    // serialiser, member by member (issue 10).
+                    let mut m = serde_json::Map::new();
+                    m.insert("method".into(), Value::String(e.method.clone()));
+                    m.insert("params".into(), e.params.clone());
+                    Value::Object(m)
+                })
         })
         .collect();
     debug_assert_eq!(events.len(), ns.len(), "every event of the page is at hand");
-    json!({"events": events, "nextCursor": next.map(|n| s.cursor(n))})
+    object([
+        ("events", Value::Array(events)),
+        ("nextCursor", json!(next.map(|n| s.cursor(n)))),
+    ])
 }
 
 /// Folds a log read without the lease, with its archive when one was read
@@ -454,16 +496,29 @@ impl Host {
                 let (ns, next) = page_plan(s.head_n(), limit, after, backward);
                 page_value(&s, &ns, next, &[])
             }
-            Read::SessionRead { .. } => json!({
-                "session": session_value(&s, "notLoaded", &path),
-                "viewCursor": s.cursor(s.head_n()),
-                "history": {"mode": "snapshot", "items": null, "snapshot": snapshot_value(&s)},
-                "pendingRequests": pending_requests_value(&s),
-            }),
-            Read::ListPending { .. } => json!({
-                "approvals": s.pending_approvals().iter().map(|a| a.params.clone()).collect::<Vec<_>>(),
-                "userInputs": [],
-            }),
+            Read::SessionRead { .. } => object([
+                ("session", session_value(&s, "notLoaded", &path)),
+                ("viewCursor", Value::String(s.cursor(s.head_n()))),
+                (
+                    "history",
+                    object([
+                        ("mode", json!("snapshot")),
+                        ("items", Value::Null),
+                        ("snapshot", snapshot_value(&s)),
+                    ]),
+                ),
+                ("pendingRequests", pending_requests_value(&s)),
+            ]),
+            Read::ListPending { .. } => object([
+                (
+                    "approvals",
+                    s.pending_approvals()
+                        .iter()
+                        .map(|a| a.params.clone())
+                        .collect(),
+                ),
+                ("userInputs", json!([])),
+            ]),
             Read::Unsubscribe { .. } => unreachable!("handled above"),
         };
         self.respond(conn, id, &super::record::Answer::Result(result), None);
@@ -558,20 +613,33 @@ impl Host {
                 self.respond(conn, id, &answer(v), None);
             }
             Read::SessionRead { .. } => {
-                let v = json!({
-                    "session": self.session_json(sid),
-                    "viewCursor": l.s.cursor(l.s.head_n()),
-                    "history": {"mode": "snapshot", "items": null, "snapshot": snapshot_value(&l.s)},
-                    "pendingRequests": pending_requests_value(&l.s),
-                });
+                let v = object([
+                    ("session", self.session_json(sid)),
+                    ("viewCursor", Value::String(l.s.cursor(l.s.head_n()))),
+                    (
+                        "history",
+                        object([
+                            ("mode", json!("snapshot")),
+                            ("items", Value::Null),
+                            ("snapshot", snapshot_value(&l.s)),
+                        ]),
+                    ),
+                    ("pendingRequests", pending_requests_value(&l.s)),
+                ]);
                 let gate = self.gate_now(sid);
                 self.respond(conn, id, &answer(v), gate);
             }
             Read::ListPending { .. } => {
-                let v = json!({
-                    "approvals": l.s.pending_approvals().iter().map(|a| a.params.clone()).collect::<Vec<_>>(),
-                    "userInputs": [],
-                });
+                let v = object([
+                    (
+                        "approvals",
+                        l.s.pending_approvals()
+                            .iter()
+                            .map(|a| a.params.clone())
+                            .collect(),
+                    ),
+                    ("userInputs", json!([])),
+                ]);
                 let gate = self.gate_now(sid);
                 self.respond(conn, id, &answer(v), gate);
             }

@@ -133,24 +133,70 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
 /// A success response line (with `\n`).
 pub fn response_line(id: &RequestId, result: &Value) -> Vec<u8> {
     debug_assert!(result.is_object());
-    line(&json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+    line(&Frame(&[
+        ("id", M::V(id)),
+        ("jsonrpc", M::S("2.0")),
+        ("result", M::V(result)),
+    ]))
 }
 
 /// An error response line (with `\n`).
 pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
-    line(&json!({ "jsonrpc": "2.0", "id": id, "error": error.to_value() }))
+    line(&Frame(&[
+        ("error", M::V(&error.to_value())),
+        ("id", M::V(id)),
+        ("jsonrpc", M::S("2.0")),
+    ]))
 }
 
 /// A notification line (with `\n`) carrying `emittedAtMs`.
 pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Vec<u8> {
-    line(
-        &json!({ "jsonrpc": "2.0", "method": method, "params": params, "emittedAtMs": emitted_at_ms }),
-    )
+    line(&Frame(&[
+        ("emittedAtMs", M::U(emitted_at_ms)),
+        ("jsonrpc", M::S("2.0")),
+        ("method", M::S(method)),
+        ("params", M::V(params)),
+    ]))
 }
 
 /// A server-to-client request line (with `\n`).
 pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
-    line(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+    line(&Frame(&[
+        ("id", M::U(id)),
+        ("jsonrpc", M::S("2.0")),
+        ("method", M::S(method)),
+        ("params", M::V(params)),
+    ]))
+}
+
+/// A frame's members, serialised in place: the bytes `json!` then
+/// `to_vec` wrote, without first copying every member into a `Value`
+/// tree (a deep copy of each result and event, made and dropped per
+/// frame: issue 10). Members are listed in key order, a `Value` object's
+/// order (serde_json's map is sorted); the unit tests pin the bytes.
+struct Frame<'a>(&'a [(&'a str, M<'a>)]);
+
+/// One member's value.
+enum M<'a> {
+    V(&'a Value),
+    S(&'a str),
+    U(u64),
+}
+
+impl serde::Serialize for Frame<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        debug_assert!(self.0.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            match v {
+                M::V(v) => m.serialize_entry(k, v)?,
+                M::S(v) => m.serialize_entry(k, v)?,
+                M::U(v) => m.serialize_entry(k, v)?,
+            }
+        }
+        m.end()
+    }
 }
 
 /// Whether `line` is a notification or server request about session
@@ -162,7 +208,7 @@ pub fn is_view_frame_of(line: &[u8], sid: &str) -> bool {
     v.get("method").is_some() && v["params"]["sessionId"].as_str() == Some(sid)
 }
 
-fn line(v: &Value) -> Vec<u8> {
+fn line(v: &impl serde::Serialize) -> Vec<u8> {
     let mut out = serde_json::to_vec(v).expect("a Value always serialises");
     debug_assert!(!out.contains(&b'\n'));
     out.push(b'\n');
@@ -221,5 +267,40 @@ mod tests {
         let l = response_line(&json!(1), &json!({}));
         assert_eq!(l.iter().filter(|b| **b == b'\n').count(), 1);
         assert_eq!(*l.last().unwrap(), b'\n');
+    }
+
+    /// The lines written in place are byte for byte what serialising the
+    /// `json!` object wrote (trace hashes and pinned corpora depend on it).
+    #[test]
+    fn lines_are_the_json_objects_bytes() {
+        fn old(v: Value) -> Vec<u8> {
+            let mut out = serde_json::to_vec(&v).unwrap();
+            out.push(b'\n');
+            out
+        }
+        let params = json!({"z": [1, {"b": "\u{1}\"\n", "a": null}], "sessionId": "s", "x": 1.5});
+        for id in [json!(7), json!("req-\u{e9}\"1"), json!(-3)] {
+            assert_eq!(
+                response_line(&id, &params),
+                old(json!({ "jsonrpc": "2.0", "id": id, "result": params }))
+            );
+            let err = RpcError::invalid_request("bad \"thing\"");
+            assert_eq!(
+                error_line(&id, &err),
+                old(json!({ "jsonrpc": "2.0", "id": id, "error": err.to_value() }))
+            );
+        }
+        assert_eq!(
+            notification_line("item/\"x", &params, 1_700_000_000_123),
+            old(
+                json!({ "jsonrpc": "2.0", "method": "item/\"x", "params": params, "emittedAtMs": 1_700_000_000_123u64 })
+            )
+        );
+        assert_eq!(
+            server_request_line(u64::MAX, "approval/request", &params),
+            old(
+                json!({ "jsonrpc": "2.0", "id": u64::MAX, "method": "approval/request", "params": params })
+            )
+        );
     }
 }

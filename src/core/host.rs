@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::agent::{Agent, AgentFactory};
 use super::bugs::{Bug, BugSet};
-use super::record::{decode_log, Answer, Record};
+use super::record::{decode_log_each, Answer, Record};
 use super::session::Session;
 use super::{
     ConnId, CrashPoint, Durability, EffectOutcome, HistoryResult, HostConfig, OpenMode, OpenResult,
@@ -1527,7 +1527,7 @@ impl Host {
         let mut frames: Vec<OutFrame> = events
             .into_iter()
             .map(|e| OutFrame {
-                line: envelope::notification_line(&e.method, &e.params, e.emitted_at_ms),
+                line: envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms),
                 gate,
                 response_to: None,
                 view_of: Some(slot),
@@ -1597,23 +1597,26 @@ impl Host {
     /// Folds a log into a loaded session; runs recovery when the last
     /// holder died. `Err` carries a `logCorrupt` error (as JSON text).
     fn load(&mut self, sid: &str, log: &[u8]) -> Result<(), String> {
-        let decoded = decode_log(log).map_err(|c| {
+        // Each record is folded as soon as it is decoded: a long log's
+        // decoded records are never all in memory at once.
+        let mut s = Session::default();
+        let mut tail_records = 0u64;
+        let shape = decode_log_each(log, |rec, end| match rec {
+            Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
+            r => {
+                tail_records += 1;
+                s.apply_owned(r, end);
+            }
+        })
+        .map_err(|c| {
             let file = self.log_path(sid);
             RpcError::log_corrupt(&file, c.offset, &c.detail)
                 .to_value()
                 .to_string()
         })?;
-        let tail_records = decoded.records.len() as u64 - u64::from(decoded.snapshot_bytes > 0);
-        let mut s = Session::default();
-        let (snapshot_bytes, archive_len) = (decoded.snapshot_bytes, decoded.archive_len);
+        let (snapshot_bytes, archive_len) = (shape.snapshot_bytes, shape.archive_len);
         let logical = |phys: u64| phys - snapshot_bytes + archive_len;
-        let (decoded_valid_len, decoded_torn) = (decoded.valid_len, decoded.torn);
-        for (rec, end) in decoded.records {
-            match rec {
-                Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
-                r => s.apply_owned(r, end),
-            }
-        }
+        let (decoded_valid_len, decoded_torn) = (shape.valid_len, shape.torn);
         let mut valid_len = decoded_valid_len;
         if decoded_torn && self.cfg.durability == Durability::Durable {
             if self.bugs.has(Bug::TornTailAccepted) {

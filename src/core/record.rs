@@ -579,6 +579,39 @@ impl DecodedLog {
 /// ([`super::session::Session::check_snapshot`]) before anything trusts
 /// it.
 pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
+    let mut records = Vec::new();
+    let shape = decode_log_each(bytes, |r, end| records.push((r, end)))?;
+    Ok(DecodedLog {
+        records,
+        valid_len: shape.valid_len,
+        torn: shape.torn,
+        snapshot_bytes: shape.snapshot_bytes,
+        archive_len: shape.archive_len,
+    })
+}
+
+/// What [`decode_log_each`] found besides the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogShape {
+    /// Length of the valid prefix (physical).
+    pub valid_len: u64,
+    /// A torn tail follows `valid_len`.
+    pub torn: bool,
+    /// Physical length of the head snapshot frame (0: none).
+    pub snapshot_bytes: u64,
+    /// The archive's logical length (0: no snapshot).
+    pub archive_len: u64,
+}
+
+/// As [`decode_log`], handing each record (with its logical end offset)
+/// to `each` as soon as it is decoded instead of collecting them: a load
+/// folds one record at a time, so it never holds every decoded record of
+/// a long log at once. On `Err` some records may already have been
+/// handed over: the caller drops what it folded.
+pub fn decode_log_each(
+    bytes: &[u8],
+    mut each: impl FnMut(Record, u64),
+) -> Result<LogShape, LogCorrupt> {
     let scan = log::scan(bytes);
     // A snapshot is never torn (it is written and synced under another
     // name, then renamed): a bad first frame that says it is one is
@@ -597,7 +630,6 @@ pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
         offset: e.offset,
         detail: e.reason.to_string(),
     })?;
-    let mut records = Vec::with_capacity(frames.len());
     let (mut snapshot_bytes, mut archive_len) = (0, 0);
     let mut frames = frames.into_iter().enumerate();
     while let Some((i, f)) = frames.next() {
@@ -633,11 +665,11 @@ pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
                     .map_err(|b| corrupt(format!("bad snapshot: {}", b.0)))?;
                 snapshot_bytes = end;
                 archive_len = s.archive_len;
-                records.push((Record::Snapshot(s), archive_len));
+                each(Record::Snapshot(s), archive_len);
             }
             Some(r) => {
                 let end = f.end_offset() - snapshot_bytes + archive_len;
-                records.push((r, end));
+                each(r, end);
             }
             None => {
                 return Err(corrupt(format!(
@@ -647,8 +679,7 @@ pub fn decode_log(bytes: &[u8]) -> Result<DecodedLog, LogCorrupt> {
             }
         }
     }
-    Ok(DecodedLog {
-        records,
+    Ok(LogShape {
         valid_len,
         torn,
         snapshot_bytes,

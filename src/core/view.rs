@@ -190,7 +190,7 @@ pub(crate) fn archived_events(
                 out.push(StoredEvent {
                     n,
                     method,
-                    params,
+                    params: super::session::EventParams::of(&params),
                     emitted_at_ms,
                     durable_at: end,
                 });
@@ -269,7 +269,7 @@ fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEven
                     // serialiser, member by member (issue 10).
                     let mut m = serde_json::Map::new();
                     m.insert("method".into(), Value::String(e.method.clone()));
-                    m.insert("params".into(), e.params.clone());
+                    m.insert("params".into(), e.params.to_value());
                     Value::Object(m)
                 })
         })
@@ -362,7 +362,7 @@ impl Host {
                 .filter(|e| e.n > after_n)
                 .map(|e| {
                     (
-                        envelope::notification_line(&e.method, &e.params, e.emitted_at_ms),
+                        envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms),
                         e.durable_at,
                         e.n,
                     )
@@ -475,7 +475,8 @@ impl Host {
                     None,
                 );
                 for e in s.events.iter().filter(|e| e.n > after_n) {
-                    let line = envelope::notification_line(&e.method, &e.params, e.emitted_at_ms);
+                    let line =
+                        envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms);
                     self.enqueue(conn, line, None, None);
                 }
                 return Flow::Done;

@@ -159,6 +159,21 @@ pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Ve
     ]))
 }
 
+/// As [`notification_line`], with params already serialised (an event
+/// kept as text): the same bytes as the tree they were written from.
+pub fn notification_line_raw(
+    method: &str,
+    params: &serde_json::value::RawValue,
+    emitted_at_ms: u64,
+) -> Vec<u8> {
+    line(&Frame(&[
+        ("emittedAtMs", M::U(emitted_at_ms)),
+        ("jsonrpc", M::S("2.0")),
+        ("method", M::S(method)),
+        ("params", M::R(params)),
+    ]))
+}
+
 /// A server-to-client request line (with `\n`).
 pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
     line(&Frame(&[
@@ -179,6 +194,7 @@ struct Frame<'a>(&'a [(&'a str, M<'a>)]);
 /// One member's value.
 enum M<'a> {
     V(&'a Value),
+    R(&'a serde_json::value::RawValue),
     S(&'a str),
     U(u64),
 }
@@ -191,6 +207,7 @@ impl serde::Serialize for Frame<'_> {
         for (k, v) in self.0 {
             match v {
                 M::V(v) => m.serialize_entry(k, v)?,
+                M::R(v) => m.serialize_entry(k, v)?,
                 M::S(v) => m.serialize_entry(k, v)?,
                 M::U(v) => m.serialize_entry(k, v)?,
             }
@@ -295,6 +312,12 @@ mod tests {
             old(
                 json!({ "jsonrpc": "2.0", "method": "item/\"x", "params": params, "emittedAtMs": 1_700_000_000_123u64 })
             )
+        );
+        // An event kept as text writes the same bytes as its tree.
+        let raw = serde_json::value::to_raw_value(&params).unwrap();
+        assert_eq!(
+            notification_line_raw("item/\"x", &raw, 1_700_000_000_123),
+            notification_line("item/\"x", &params, 1_700_000_000_123)
         );
         assert_eq!(
             server_request_line(u64::MAX, "approval/request", &params),

@@ -939,12 +939,7 @@ impl Client {
         self.burst.clear();
         self.loaded = false;
         self.last_cursor = None;
-        self.known.running = None;
-        self.known.queued.clear();
-        self.known.seen_turns.clear();
-        self.known.tasks.clear();
-        self.known.approvals.clear();
-        self.known.revision = 0;
+        self.known = crate::known::Known::default();
     }
 
     /// In an ephemeral world a reconnect may reach a new incarnation: the

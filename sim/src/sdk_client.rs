@@ -578,12 +578,7 @@ impl SdkClient {
         self.active = None;
         self.burst.clear();
         self.flood.clear();
-        self.known.running = None;
-        self.known.queued.clear();
-        self.known.seen_turns.clear();
-        self.known.tasks.clear();
-        self.known.approvals.clear();
-        self.known.revision = 0;
+        self.known = crate::known::Known::default();
         self.resend_after_reload = false;
     }
 

@@ -44,19 +44,22 @@ fn record(rtype: u8, body: Value) -> Vec<u8> {
 impl H {
     fn new() -> H {
         let mut h = H::default();
-        h.host(What::HostStart {
-            inc: 1,
-            durable: true,
-        });
-        h.push(
-            Actor::Client(0),
-            What::Connect {
-                link: 1,
-                host: 0,
-                inc: 1,
-            },
-        );
+        h.host_starts(1, true);
+        h.connects(1, 1);
         h
+    }
+
+    /// Host 0 starts incarnation `inc`.
+    fn host_starts(&mut self, inc: u64, durable: bool) {
+        self.host(What::HostStart { inc, durable });
+    }
+
+    /// Client `link - 1` opens `link` to host 0's incarnation `inc`.
+    fn connects(&mut self, link: u64, inc: u64) {
+        self.push(
+            Actor::Client(link as usize - 1),
+            What::Connect { link, host: 0, inc },
+        );
     }
 
     fn push(&mut self, actor: Actor, what: What) {
@@ -952,20 +955,9 @@ fn log_integrity_a_replay_the_rot_holder_queued_before_dropping_is_no_answer_fro
 /// (client 1), both subscribed to S, which client 0 started.
 fn ephemeral_two_links() -> H {
     let mut h = H::default();
-    h.host(What::HostStart {
-        inc: 1,
-        durable: false,
-    });
-    for link in [1, 2] {
-        h.push(
-            Actor::Client(link as usize - 1),
-            What::Connect {
-                link,
-                host: 0,
-                inc: 1,
-            },
-        );
-    }
+    h.host_starts(1, false);
+    h.connects(1, 1);
+    h.connects(2, 1);
     h.recv_on(
         1,
         1,
@@ -1081,18 +1073,8 @@ fn admission_decision_a_minted_session_id_conflict_only_when_that_session_exists
     // that second start the conflict is invented (doctored).
     let history = |restarted: bool| {
         let mut h = H::default();
-        h.host(What::HostStart {
-            inc: 1,
-            durable: false,
-        });
-        h.push(
-            Actor::Client(0),
-            What::Connect {
-                link: 1,
-                host: 0,
-                inc: 1,
-            },
-        );
+        h.host_starts(1, false);
+        h.connects(1, 1);
         h.recv_on(1, 1, "session/start", json!({"commandId": cid(5)}));
         let session = h.session_obj(h.now(), 0, None);
         h.send_on(1, json!({"jsonrpc": "2.0", "id": 1, "result": {"session": session, "viewCursor": cursor(0)}}));
@@ -1100,10 +1082,7 @@ fn admission_decision_a_minted_session_id_conflict_only_when_that_session_exists
             inc: 1,
             point: None,
         });
-        h.host(What::HostStart {
-            inc: 2,
-            durable: false,
-        });
+        h.host_starts(2, false);
         h.inc = 2;
         h.push(
             Actor::Client(0),

@@ -182,6 +182,9 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
     // Reloads decode each log record once per run, not once per load
     // (see `msp::core::record::memo`; results are the same).
     let _memo = msp::core::record::DecodeMemo::install();
+    // Loads of a log loaded before fold only what was appended since
+    // (see `msp::core::log_fold`; results are the same).
+    let _folds = msp::core::log_fold::FoldMemo::install();
     let mut w = match (&plan.choices, plan.then_seed) {
         (None, _) => World::new(cfg.seed, START_MS),
         (Some(v), None) => World::with_source(Source::recorded(v.clone()), START_MS),

@@ -10,7 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::agent::{Agent, AgentFactory};
 use super::bugs::{Bug, BugSet};
-use super::record::{decode_log_each, Answer, Record};
+use super::log_fold::{fold_log, Folded};
+use super::record::{Answer, Record};
 use super::session::Session;
 use super::{
     ConnId, CrashPoint, Durability, EffectOutcome, HistoryResult, HostConfig, OpenMode, OpenResult,
@@ -1597,23 +1598,20 @@ impl Host {
     /// Folds a log into a loaded session; runs recovery when the last
     /// holder died. `Err` carries a `logCorrupt` error (as JSON text).
     fn load(&mut self, sid: &str, log: &[u8]) -> Result<(), String> {
-        // Each record is folded as soon as it is decoded: a long log's
-        // decoded records are never all in memory at once.
-        let mut s = Session::default();
-        let mut tail_records = 0u64;
-        let shape = decode_log_each(log, |rec, end| match rec {
-            Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
-            r => {
-                tail_records += 1;
-                s.apply_owned(r, end);
-            }
-        })
-        .map_err(|c| {
+        // Each record is folded as soon as it is decoded (a long log's
+        // decoded records are never all in memory at once); a simulation
+        // folds only what was appended since its last load of this log.
+        let folded = fold_log(sid, log).map_err(|c| {
             let file = self.log_path(sid);
             RpcError::log_corrupt(&file, c.offset, &c.detail)
                 .to_value()
                 .to_string()
         })?;
+        let Folded {
+            mut s,
+            shape,
+            tail_records,
+        } = folded;
         let (snapshot_bytes, archive_len) = (shape.snapshot_bytes, shape.archive_len);
         let logical = |phys: u64| phys - snapshot_bytes + archive_len;
         let (decoded_valid_len, decoded_torn) = (shape.valid_len, shape.torn);

@@ -17,6 +17,7 @@ pub mod boundary;
 pub mod bugs;
 mod commands;
 mod host;
+pub mod log_fold;
 pub mod record;
 pub mod session;
 pub mod snapshot;

@@ -36,10 +36,13 @@ pub enum Answer {
 /// answers carry whole view snapshots, so that cost grew with the session
 /// times its resumes (most of a long run's load time, issue 10). Serialised,
 /// it is byte for byte the [`Answer`] it was made from.
+///
+/// The text is shared, not copied, between clones: a load starting from a
+/// memoised fold ([`super::log_fold`]) copies every ledger entry.
 #[derive(Clone)]
 pub struct StoredAnswer {
     error: bool,
-    json: Box<serde_json::value::RawValue>,
+    json: std::sync::Arc<serde_json::value::RawValue>,
 }
 
 impl StoredAnswer {
@@ -51,7 +54,9 @@ impl StoredAnswer {
         };
         StoredAnswer {
             error,
-            json: serde_json::value::to_raw_value(v).expect("a Value always serialises"),
+            json: serde_json::value::to_raw_value(v)
+                .expect("a Value always serialises")
+                .into(),
         }
     }
 
@@ -104,7 +109,7 @@ impl Serialize for StoredAnswer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry(if self.error { "error" } else { "result" }, &self.json)?;
+        m.serialize_entry(if self.error { "error" } else { "result" }, &*self.json)?;
         m.end()
     }
 }
@@ -403,8 +408,14 @@ mod fast {
     impl From<RawAnswer> for StoredAnswer {
         fn from(a: RawAnswer) -> StoredAnswer {
             match a {
-                RawAnswer::Result(json) => StoredAnswer { error: false, json },
-                RawAnswer::Error(json) => StoredAnswer { error: true, json },
+                RawAnswer::Result(json) => StoredAnswer {
+                    error: false,
+                    json: json.into(),
+                },
+                RawAnswer::Error(json) => StoredAnswer {
+                    error: true,
+                    json: json.into(),
+                },
             }
         }
     }
@@ -610,13 +621,35 @@ pub struct LogShape {
 /// handed over: the caller drops what it folded.
 pub fn decode_log_each(
     bytes: &[u8],
+    each: impl FnMut(Record, u64),
+) -> Result<LogShape, LogCorrupt> {
+    decode_log_each_from(bytes, None, each)
+}
+
+/// As [`decode_log_each`], going on after a prefix of `bytes` already
+/// decoded: `prior` is what decoding `bytes[..prior.valid_len]` found (a
+/// prefix of whole valid frames, no torn tail), and only the records after
+/// it are handed to `each`. The shape returned is the whole log's, as
+/// [`decode_log_each`] would find it.
+pub fn decode_log_each_from(
+    bytes: &[u8],
+    prior: Option<LogShape>,
     mut each: impl FnMut(Record, u64),
 ) -> Result<LogShape, LogCorrupt> {
-    let scan = log::scan(bytes);
+    let prior = prior.filter(|p| p.valid_len > 0);
+    if let Some(p) = prior {
+        assert!(!p.torn, "a prior prefix is whole frames");
+        assert!(
+            p.valid_len <= bytes.len() as u64,
+            "a prior prefix of these bytes"
+        );
+    }
+    let start = prior.map_or(0, |p| p.valid_len as usize);
+    let scan = log::scan_from(bytes, start);
     // A snapshot is never torn (it is written and synced under another
     // name, then renamed): a bad first frame that says it is one is
     // damage, not a torn append, and cutting it would lose the session.
-    if let log::Tail::Torn { offset: 0, reason } = scan.tail {
+    if let (None, log::Tail::Torn { offset: 0, reason }) = (prior, scan.tail) {
         let says_snapshot =
             bytes.len() > 5 && bytes[..4] == log::FRAME_MAGIC && bytes[5] == SNAPSHOT_TYPE;
         if says_snapshot {
@@ -630,8 +663,10 @@ pub fn decode_log_each(
         offset: e.offset,
         detail: e.reason.to_string(),
     })?;
-    let (mut snapshot_bytes, mut archive_len) = (0, 0);
-    let mut frames = frames.into_iter().enumerate();
+    let (mut snapshot_bytes, mut archive_len) =
+        prior.map_or((0, 0), |p| (p.snapshot_bytes, p.archive_len));
+    let first = usize::from(prior.is_some());
+    let mut frames = frames.into_iter().enumerate().map(|(i, f)| (i + first, f));
     while let Some((i, f)) = frames.next() {
         let corrupt = |detail: String| LogCorrupt {
             offset: f.offset,

@@ -216,13 +216,19 @@ pub struct TaskRec {
 /// with massif on a resumed host), as text a fraction of that; the params
 /// are only written out again (a notification line) or, rarely, read
 /// back (a `view/page`).
+///
+/// Clones share the text (see [`super::record::StoredAnswer`]).
 #[derive(Debug, Clone)]
-pub struct EventParams(Box<serde_json::value::RawValue>);
+pub struct EventParams(std::sync::Arc<serde_json::value::RawValue>);
 
 impl EventParams {
     /// The text of `v`, as serde_json writes it (what the log holds).
     pub fn of(v: &Value) -> EventParams {
-        EventParams(serde_json::value::to_raw_value(v).expect("a Value always serialises"))
+        EventParams(
+            serde_json::value::to_raw_value(v)
+                .expect("a Value always serialises")
+                .into(),
+        )
     }
 
     /// The text, to write into a frame as it is.

@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
+use super::log_fold::fold_log;
 use super::record::{decode_archived, decode_log, LogCorrupt, Record};
 use super::session::{Session, StoredEvent};
 use super::{ConnId, HistoryResult, ReadResult};
@@ -283,28 +284,28 @@ fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEven
 
 /// Folds a log read without the lease, with its archive when one was read
 /// (then every event is in memory, as in a log never compacted).
-fn fold_read(log: &[u8], history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
-    let d = decode_log(log).map_err(|c| (false, c))?;
-    let mut s = Session::default();
-    if d.archive_len > 0 && !history.is_empty() {
-        let Some(archived) = history.get(..d.archive_len as usize) else {
-            return Err((
-                true,
-                LogCorrupt {
-                    offset: history.len() as u64,
-                    detail: format!("the archive ends before byte {}", d.archive_len),
-                },
-            ));
-        };
-        for (rec, end) in decode_archived(archived, 0).map_err(|c| (true, c))? {
-            s.apply_owned(rec, end);
-        }
-        for (rec, end) in d.records.into_iter().skip(1) {
-            s.apply_owned(rec, end);
-        }
-        return Ok(s);
+fn fold_read(sid: &str, log: &[u8], history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
+    let folded = fold_log(sid, log).map_err(|c| (false, c))?;
+    if folded.shape.archive_len == 0 || history.is_empty() {
+        return Ok(folded.s);
     }
-    for (rec, end) in d.records {
+    // The archive's records, then the tail's (the snapshot summed up the
+    // archive): every event in memory.
+    let d = decode_log(log).map_err(|c| (false, c))?;
+    let Some(archived) = history.get(..d.archive_len as usize) else {
+        return Err((
+            true,
+            LogCorrupt {
+                offset: history.len() as u64,
+                detail: format!("the archive ends before byte {}", d.archive_len),
+            },
+        ));
+    };
+    let mut s = Session::default();
+    for (rec, end) in decode_archived(archived, 0).map_err(|c| (true, c))? {
+        s.apply_owned(rec, end);
+    }
+    for (rec, end) in d.records.into_iter().skip(1) {
         s.apply_owned(rec, end);
     }
     Ok(s)
@@ -433,7 +434,7 @@ impl Host {
                 return Flow::Park(w, Parsed::Read(r));
             }
         };
-        let s = match fold_read(&log, &history) {
+        let s = match fold_read(&sid, &log, &history) {
             Ok(s) => s,
             Err((in_archive, c)) => {
                 let file = if in_archive {

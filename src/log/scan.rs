@@ -112,8 +112,19 @@ impl<'a> Scan<'a> {
 /// frame look corrupt; that errs on the side of failing loudly.
 #[must_use]
 pub fn scan(bytes: &[u8]) -> Scan<'_> {
+    scan_from(bytes, 0)
+}
+
+/// As [`scan`], starting at `start`, a frame boundary of `bytes` whose
+/// prefix is known to be whole valid frames (a load that already folded
+/// that prefix): frame offsets and `valid_len` stay offsets into `bytes`.
+/// Framing does not depend on what precedes a frame, so the result is
+/// [`scan`]'s with the prefix's frames left out.
+#[must_use]
+pub fn scan_from(bytes: &[u8], start: usize) -> Scan<'_> {
+    assert!(start <= bytes.len(), "scan start past the end of the log");
     let mut frames = Vec::new();
-    let mut pos = 0usize;
+    let mut pos = start;
     while pos < bytes.len() {
         match decode_frame(bytes, pos) {
             Ok(frame) => {

@@ -242,8 +242,12 @@ impl SdkClient {
             inner: SeededEntropy::new(seed),
             draws: draws.clone(),
         };
+        let mut core = ClientCore::new(sim_client_config(), Box::new(entropy));
+        // The workload's view follows the host's notifications: the core
+        // hands over the frames it parses, so no line is parsed twice.
+        core.set_inbound_tap(true);
         SdkClient {
-            core: ClientCore::new(sim_client_config(), Box::new(entropy)),
+            core,
             entropy_seed: seed,
             draws,
             now_ms: w.now_ms,
@@ -345,16 +349,17 @@ impl SdkClient {
     pub fn on_line(&mut self, c: &mut Client, w: &mut World, line: &[u8]) -> Vec<Action> {
         let mut out = Vec::new();
         self.now_ms = w.now_ms;
-        if let Ok(v) = crate::model::wire::json_of(line) {
-            if let Some(m) = v.get("method") {
-                self.on_event(c, m, &v["params"]);
-            }
-        }
         let mut bytes = line.to_vec();
         if bytes.last() != Some(&b'\n') {
             bytes.push(b'\n');
         }
         self.core.handle_bytes(w.now_ms, &bytes);
+        // The notifications the core just parsed, before anything the
+        // core produced is acted on (the view is as it was before the line
+        // was handled: handling it touches neither the record nor the view).
+        while let Some(n) = self.core.poll_inbound() {
+            self.on_event(c, &n.method, &n.params);
+        }
         self.pump(c, &mut out);
         out
     }
@@ -582,8 +587,7 @@ impl SdkClient {
         self.resend_after_reload = false;
     }
 
-    fn on_event(&mut self, c: &Client, method: &Value, p: &Value) {
-        let Some(m) = method.as_str() else { return };
+    fn on_event(&mut self, c: &Client, m: &str, p: &Value) {
         if c.session.is_none() || p["sessionId"].as_str() != c.session.as_deref() {
             return;
         }

@@ -18,6 +18,9 @@
 //!    write; [`Output::CloseLink`] asks the driver to drop the link and
 //!    open a new one), [`ClientCore::poll_completion`] (terminal outcomes)
 //!    and [`ClientCore::poll_event`] (typed notifications and link events).
+//!    An observer that also needs the raw notifications (the simulator's
+//!    workload) turns on [`ClientCore::set_inbound_tap`] and drains
+//!    [`ClientCore::poll_inbound`] rather than parsing the lines again.
 //!
 //! Randomness (command ids, retry jitter) comes from the injected
 //! [`Entropy`]; time only from the `now_ms` arguments. Every map the core
@@ -179,6 +182,25 @@ impl std::fmt::Display for SubmitError {
 
 impl std::error::Error for SubmitError {}
 
+/// A notification or request from the host, as the core parsed it from the
+/// link: what [`ClientCore::poll_inbound`] hands to an observer that asked
+/// for them with [`ClientCore::set_inbound_tap`].
+///
+/// It exists so a caller that must see the raw frames too (the
+/// simulator's workload keeps its own view of the session) does not parse
+/// every line a second time: the core parses each line anyway, and gives
+/// the parsed frame away once it is done with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundNotification {
+    /// The host's request id when the host sent it as a request (the core
+    /// already queued the receipt); `None` for a notification.
+    pub id: Option<Value>,
+    /// The method.
+    pub method: String,
+    /// The params as received (`Null` when the frame had none).
+    pub params: Value,
+}
+
 /// Who a command is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Purpose {
@@ -273,6 +295,8 @@ pub struct ClientCore {
     outputs: VecDeque<Output>,
     completions: VecDeque<Completion>,
     events: VecDeque<ClientEvent>,
+    /// The inbound tap: `None` when off (the default).
+    inbound: Option<VecDeque<InboundNotification>>,
 }
 
 impl std::fmt::Debug for ClientCore {
@@ -327,6 +351,7 @@ impl ClientCore {
             outputs: VecDeque::new(),
             completions: VecDeque::new(),
             events: VecDeque::new(),
+            inbound: None,
         }
     }
 
@@ -587,6 +612,34 @@ impl ClientCore {
     /// The next event.
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
+    }
+
+    /// Turns the inbound tap on or off (it is off in a new core). While it
+    /// is on, every notification and request the core parses from the
+    /// link (in [`ClientCore::handle_bytes`], after the core has acted on
+    /// it) is also queued, in arrival order, for
+    /// [`ClientCore::poll_inbound`]. The frames are handed over, not
+    /// copied, so the tap costs a queue push per frame when on and one
+    /// branch per frame when off.
+    ///
+    /// Only notifications and requests: a response's payload already
+    /// reaches the caller as a [`Completion`] or a [`ClientEvent`], and
+    /// copying it would cost a clone. Lines that are not frames (not JSON,
+    /// over the frame limit) are reported as [`ClientEvent::BadFrame`], not
+    /// here. Turning the tap off drops what it held. The tap is not part
+    /// of [`ClientCore::state_dump`]: it changes nothing the core does.
+    pub fn set_inbound_tap(&mut self, on: bool) {
+        match (on, self.inbound.is_some()) {
+            (true, false) => self.inbound = Some(VecDeque::new()),
+            (false, true) => self.inbound = None,
+            _ => {}
+        }
+    }
+
+    /// The next notification or request the inbound tap holds (always
+    /// `None` when the tap is off). See [`ClientCore::set_inbound_tap`].
+    pub fn poll_inbound(&mut self) -> Option<InboundNotification> {
+        self.inbound.as_mut()?.pop_front()
     }
 
     /// When [`ClientCore::handle_timeout`] is due next, if ever.
@@ -944,11 +997,20 @@ impl ClientCore {
                 self.outputs
                     .push_back(Output::Send(wire::receipt_line(&id)));
                 self.on_notification(&method, &params);
+                self.tap(Some(id), method, params);
             }
             Ok(ServerFrame::Notification { method, params }) => {
-                self.on_notification(&method, &params)
+                self.on_notification(&method, &params);
+                self.tap(None, method, params);
             }
             Ok(ServerFrame::Response { id, answer }) => self.on_response(now_ms, &id, answer),
+        }
+    }
+
+    /// Hands a parsed frame to the inbound tap, if it is on.
+    fn tap(&mut self, id: Option<Value>, method: String, params: Value) {
+        if let Some(q) = self.inbound.as_mut() {
+            q.push_back(InboundNotification { id, method, params });
         }
     }
 

@@ -941,3 +941,114 @@ fn the_state_dump_tells_apart_states_that_answer_differently_and_only_those() {
     assert_ne!(at(0), at(1));
     assert_ne!(at(1), at(2));
 }
+
+#[test]
+fn the_inbound_tap_hands_over_exactly_the_notifications_the_core_parsed() {
+    /// Drives the same bytes through a core with the tap `on`: what the
+    /// tap held after each `handle_bytes`, the view events, the dump.
+    fn run(on: bool) -> (Vec<Vec<InboundNotification>>, Vec<ViewEvent>, String) {
+        let mut s = Script::new();
+        s.core.set_inbound_tap(on);
+        s.link("durable");
+        s.started_session();
+        // The handshake and the start were responses only.
+        let mut taps = vec![std::iter::from_fn(|| s.core.poll_inbound()).collect()];
+        s.events.clear();
+        let started = json!({"jsonrpc": "2.0", "method": "turn/started", "params": {"sessionId": SID, "turnId": "0198f0aa-2222-7000-8000-0000000000bb", "viewCursor": format!("v:{SID}:1"), "sourceRange": {}}});
+        let request = json!({"jsonrpc": "2.0", "id": 17, "method": "approval/request", "params": {"sessionId": SID, "approvalId": "a1"}});
+        let no_params = json!({"jsonrpc": "2.0", "method": "host/unknownThing"});
+        let mut first = serde_json::to_vec(&started).expect("json");
+        first.push(b'\n');
+        let req = serde_json::to_vec(&request).expect("json");
+        let (head, tail) = req.split_at(req.len() / 2);
+        first.extend_from_slice(head);
+        // One whole notification, then half a request.
+        s.core.handle_bytes(s.now, &first);
+        s.drain();
+        taps.push(std::iter::from_fn(|| s.core.poll_inbound()).collect());
+        // The request's other half, a bad line, an answer to nothing, and
+        // a notification without params ending in CRLF.
+        let mut second = tail.to_vec();
+        second.extend_from_slice(b"\nnot json\n{\"jsonrpc\":\"2.0\",\"id\":999,\"result\":{}}\n");
+        second.extend_from_slice(&serde_json::to_vec(&no_params).expect("json"));
+        second.extend_from_slice(b"\r\n");
+        s.core.handle_bytes(s.now, &second);
+        s.drain();
+        taps.push(std::iter::from_fn(|| s.core.poll_inbound()).collect());
+        assert_eq!(
+            s.sent.last(),
+            Some(&json!({"jsonrpc": "2.0", "id": 17, "result": {}})),
+            "the request still gets its receipt"
+        );
+        let views = s
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::View(v) => Some((**v).clone()),
+                _ => None,
+            })
+            .collect();
+        (taps, views, s.core.state_dump())
+    }
+
+    let (taps, views, dump) = run(true);
+    let n = |id: Option<Value>, method: &str, params: Value| InboundNotification {
+        id,
+        method: method.into(),
+        params,
+    };
+    assert_eq!(
+        taps,
+        vec![
+            vec![],
+            vec![n(
+                None,
+                "turn/started",
+                json!({"sessionId": SID, "turnId": "0198f0aa-2222-7000-8000-0000000000bb", "viewCursor": format!("v:{SID}:1"), "sourceRange": {}})
+            )],
+            vec![
+                n(
+                    Some(json!(17)),
+                    "approval/request",
+                    json!({"sessionId": SID, "approvalId": "a1"})
+                ),
+                n(None, "host/unknownThing", Value::Null),
+            ],
+        ]
+    );
+    // Exactly what the core acted on: one view event per tapped frame,
+    // same method, same params, same order.
+    let tapped: Vec<_> = taps.concat();
+    assert_eq!(views.len(), tapped.len());
+    for (v, t) in views.iter().zip(&tapped) {
+        assert_eq!((&v.method, &v.params), (&t.method, &t.params));
+    }
+
+    // Off (the default): nothing is held, and the core does the same.
+    let (off_taps, off_views, off_dump) = run(false);
+    assert!(off_taps.iter().all(Vec::is_empty));
+    assert_eq!(off_views, views);
+    assert_eq!(off_dump, dump, "the tap is not state");
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    s.event(
+        "turn/started",
+        "1",
+        json!({"turnId": "0198f0aa-2222-7000-8000-0000000000bb"}),
+    );
+    assert_eq!(s.core.poll_inbound(), None);
+
+    // Turned off, it drops what it held.
+    let mut s = Script::new();
+    s.core.set_inbound_tap(true);
+    s.link("durable");
+    s.started_session();
+    s.event(
+        "turn/started",
+        "1",
+        json!({"turnId": "0198f0aa-2222-7000-8000-0000000000bb"}),
+    );
+    s.core.set_inbound_tap(false);
+    assert_eq!(s.core.poll_inbound(), None);
+}

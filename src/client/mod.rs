@@ -34,7 +34,8 @@ pub mod reconcile;
 pub mod wire;
 
 pub use self::core::{
-    ClientConfig, ClientCore, CommandHandle, Completion, Output, ReadHandle, SubmitError,
+    ClientConfig, ClientCore, CommandHandle, Completion, InboundNotification, Output, ReadHandle,
+    SubmitError,
 };
 pub use events::{ClientEvent, Durability, EffectOutcome, Notification, TurnEnd, ViewEvent};
 pub use ids::{

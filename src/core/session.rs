@@ -3,7 +3,7 @@
 //! [`Session::apply`] is the only way state changes, for records read from
 //! disk at load and for records the live core has just produced alike.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{json, Map, Value};
 
@@ -277,12 +277,12 @@ pub struct Session {
     /// The command that created it.
     pub start_command_id: String,
     /// The durable ledger, keyed by lowercase command id.
-    pub ledger: BTreeMap<String, LedgerEntry>,
+    pub ledger: imbl::OrdMap<String, LedgerEntry>,
     pub(crate) next_seq: u64,
     /// Commands whose effect has a durable record.
-    pub effect_seen: BTreeSet<String>,
+    pub effect_seen: imbl::OrdSet<String>,
     /// Turns by id.
-    pub turns: BTreeMap<String, TurnRec>,
+    pub turns: imbl::OrdMap<String, TurnRec>,
     /// Queued turns in launch order.
     pub queue: VecDeque<String>,
     /// The running turn.
@@ -295,12 +295,12 @@ pub struct Session {
     /// "replay"`, as every public resume transcript shows).
     pub resumed: bool,
     /// Items in first-seen order (latest revision).
-    pub items: Vec<Value>,
-    pub(crate) item_index: BTreeMap<String, usize>,
+    pub items: imbl::Vector<Value>,
+    pub(crate) item_index: imbl::OrdMap<String, usize>,
     /// Approvals by id.
-    pub approvals: BTreeMap<String, ApprovalRec>,
+    pub approvals: imbl::OrdMap<String, ApprovalRec>,
     /// Tasks by id.
-    pub tasks: BTreeMap<String, TaskRec>,
+    pub tasks: imbl::OrdMap<String, TaskRec>,
     /// `state/update` revision.
     pub revision: u64,
     /// `state/update` key-value state.
@@ -308,10 +308,10 @@ pub struct Session {
     /// Durable events still in memory: the last `events.len()` ordinals
     /// (those in the log's tail). Older ones are in the archive; see
     /// `event_starts`.
-    pub events: Vec<StoredEvent>,
+    pub events: imbl::Vector<StoredEvent>,
     /// Logical log offset of every durable event's record, by ordinal
     /// (`event_starts[n - 1]`): the index a read of archived events uses.
-    pub event_starts: Vec<u64>,
+    pub event_starts: imbl::Vector<u64>,
     /// Logical length of the archive: records before this offset were
     /// compacted into the session's archive file (0: none).
     pub archive_len: u64,
@@ -473,8 +473,8 @@ impl Session {
                     *s = (*s).max(seq);
                 }
                 self.apply_event(&method, &params);
-                self.event_starts.push(start);
-                self.events.push(StoredEvent {
+                self.event_starts.push_back(start);
+                self.events.push_back(StoredEvent {
                     n,
                     method,
                     params: EventParams::of(&params),
@@ -608,7 +608,7 @@ impl Session {
             Some(i) => self.items[*i] = item,
             None => {
                 self.item_index.insert(item_id, self.items.len());
-                self.items.push(item);
+                self.items.push_back(item);
             }
         }
     }

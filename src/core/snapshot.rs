@@ -407,7 +407,7 @@ impl Session {
             turns,
             queue: self.queue.iter().cloned().collect(),
             running: self.running.clone(),
-            items: self.items.clone(),
+            items: self.items.iter().cloned().collect(),
             approvals: self
                 .approvals
                 .values()
@@ -571,7 +571,7 @@ impl Session {
         for item in std::mem::take(&mut snap.items) {
             let id = item["itemId"].as_str().unwrap_or_default().to_string();
             s.item_index.insert(id, s.items.len());
-            s.items.push(item);
+            s.items.push_back(item);
         }
         for a in &snap.approvals {
             let id = a.params["approvalId"]
@@ -628,23 +628,42 @@ impl Session {
             .iter()
             .position(|e| self.event_starts[(e.n - 1) as usize] >= archive_len)
             .unwrap_or(self.events.len());
-        self.events.drain(..keep_from);
-        for e in self.ledger.values_mut() {
-            let Some(outcome) = &mut e.outcome else {
-                continue;
+        self.events = self.events.skip(keep_from);
+        // The ledger is a persistent map (no mutable iteration): the
+        // entries whose answers moved to the archive, then each changed.
+        let archived = |e: &LedgerEntry| {
+            let Some(outcome) = &e.outcome else {
+                return false;
             };
+            let answer = e.received_at.0 < archive_len && e.answer.is_some();
+            let rejection = matches!(outcome, Outcome::Rejected { error } if !error.is_null())
+                && e.settled_at.0 < archive_len;
+            answer || rejection
+        };
+        let moved: Vec<String> = self
+            .ledger
+            .iter()
+            .filter(|(_, e)| archived(e))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in moved {
+            let e = self.ledger.get_mut(&k).expect("an entry just seen");
             if e.received_at.0 < archive_len {
                 e.answer = None;
             }
-            if let Outcome::Rejected { error } = outcome {
+            if let Some(Outcome::Rejected { error }) = &mut e.outcome {
                 if e.settled_at.0 < archive_len {
                     *error = Value::Null;
                 }
             }
         }
         let ledger = &self.ledger;
-        self.effect_seen
-            .retain(|k| ledger.get(k).is_some_and(|e| e.outcome.is_none()));
+        self.effect_seen = self
+            .effect_seen
+            .iter()
+            .filter(|k| ledger.get(*k).is_some_and(|e| e.outcome.is_none()))
+            .cloned()
+            .collect();
     }
 }
 

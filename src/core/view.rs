@@ -141,7 +141,7 @@ pub fn snapshot_value(s: &Session) -> Value {
     v["state"] = with(
         v["state"].take(),
         [
-            ("items", Value::Array(s.items.clone())),
+            ("items", Value::Array(s.items.iter().cloned().collect())),
             ("kv", Value::Object(s.kv.clone())),
         ],
     );

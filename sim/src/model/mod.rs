@@ -311,9 +311,7 @@ impl Model {
             What::Phase(p) if p == "liveness" => self.healed = true,
             What::BitRot { session, offset } => {
                 let f = self.files.entry(session.clone()).or_default();
-                if let Some(b) = f.bytes.get_mut(*offset as usize) {
-                    *b ^= 0x20;
-                }
+                f.rot(*offset as usize);
                 f.damaged = true;
                 self.rotten.insert(session.clone(), idx);
                 if let Some(holder) = self.leases.get(session).copied() {
@@ -390,7 +388,7 @@ impl Model {
             let settled_file = self
                 .files
                 .get(&sid)
-                .is_some_and(|f| f.durable_len == f.bytes.len() && f.consumed == f.bytes.len());
+                .is_some_and(|f| f.durable_len == f.len() && f.consumed == f.len());
             if !self.healed || !s.durable || self.dead_holder.contains(&sid) || !settled_file {
                 continue;
             }
@@ -481,7 +479,7 @@ impl Model {
         }
         self.leases.insert(sid.to_string(), (h, inc));
         *self.loads.entry(sid.to_string()).or_insert(0) += 1;
-        let len = self.files.get(sid).map_or(0, |f| f.bytes.len());
+        let len = self.files.get(sid).map_or(0, |f| f.len());
         let recovery = self.dead_holder.remove(sid);
         self.lives.entry(sid.to_string()).or_default().push(Life {
             from: len,
@@ -508,7 +506,7 @@ impl Model {
                 .get(sid)
                 .and_then(|l| l.last())
                 .zip(self.files.get(sid))
-                .is_some_and(|(life, f)| f.bytes.len() > life.from);
+                .is_some_and(|(life, f)| f.len() > life.from);
             if wrote && !self.dead_holder.contains(sid) {
                 let f = &self.files[sid];
                 let closed = self.sessions.get(sid).is_some_and(|s| !s.open);
@@ -516,10 +514,10 @@ impl Model {
                 // bytes rotted writes records the model cannot read past
                 // the rot: only their durability is judged.
                 let from_memory = self.rot_holder.get(sid) == Some(&(h, inc));
-                let read_closed = closed && f.consumed == f.bytes.len();
-                let ok = f.durable_len == f.bytes.len() && (read_closed || from_memory);
-                self.rep.check(ok, "lease-unload", &format!("release {sid} {}", f.bytes.len()), || {
-                    format!("session {sid}: host{h} released the lease before its closed record was durable ({} of {} bytes synced)", f.durable_len, f.bytes.len())
+                let read_closed = closed && f.consumed == f.len();
+                let ok = f.durable_len == f.len() && (read_closed || from_memory);
+                self.rep.check(ok, "lease-unload", &format!("release {sid} {}", f.len()), || {
+                    format!("session {sid}: host{h} released the lease before its closed record was durable ({} of {} bytes synced)", f.durable_len, f.len())
                 });
             }
         }
@@ -573,7 +571,8 @@ impl Model {
         }
         let f = self.files.entry(sid.to_string()).or_default();
         if !self.rotten.contains_key(sid) {
-            match logfile::shape(&f.bytes, f.consumed) {
+            let (len, from) = (f.len(), f.consumed);
+            match f.shape(len, from) {
                 Shape::Clean => {}
                 Shape::Torn { at } | Shape::Corrupt { at } => {
                     self.rep.fail("log-integrity", &format!("append-after-damage {sid} {at}"), format!("session {sid}: host{h} appended after invalid bytes at offset {at} (a torn tail must be cut first)"));
@@ -593,8 +592,8 @@ impl Model {
         }
         let f = self.files.entry(sid.to_string()).or_default();
         if !self.rotten.contains_key(sid) {
-            let before = logfile::shape(&f.bytes[..len.min(f.bytes.len())], 0);
-            let after = logfile::shape(&f.bytes, 0);
+            let before = f.shape(len, 0);
+            let after = f.shape(f.len(), 0);
             let ok = before == Shape::Clean && after == Shape::Torn { at: len };
             self.rep.check(ok, "log-integrity", &format!("trunc {sid} {len}"), || {
                 format!("session {sid}: host{h} cut the log to {len} bytes, which is not the end of its valid records before a torn tail ({after:?})")
@@ -1697,10 +1696,7 @@ impl Model {
             let i = sess.ledger.get(&wire::key(cid));
             // An intake the model has not seen yet is one the host wrote
             // and has not synced (a read folds what the file holds).
-            let unsynced = self
-                .files
-                .get(&sid)
-                .is_some_and(|f| f.consumed < f.bytes.len());
+            let unsynced = self.files.get(&sid).is_some_and(|f| f.consumed < f.len());
             let ok = !wire::CARRIERLESS_METHODS.contains(&m)
                 && match i {
                     Some(i) => i.method == m && i.seq > last_seq,

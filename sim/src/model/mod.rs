@@ -1110,8 +1110,10 @@ impl Model {
             return;
         }
         if durable_host {
+            // The intake is read in place (it holds the recorded answer,
+            // which may be a whole snapshot): no copy of it is made.
             let sess = self.sessions.get(&sid);
-            let intake = sess.and_then(|s| s.ledger.get(&k)).cloned();
+            let intake = sess.and_then(|s| s.ledger.get(&k));
             let Some(i) = intake else {
                 self.rep.fail(
                     "durable-dedupe",
@@ -1127,14 +1129,24 @@ impl Model {
             let fresh = i.at >= req.recv_at;
             // A durable rejection is final at once; an ack holds until its
             // intake settles otherwise (a failed launch, or abandoned).
-            let mut allowed: Vec<Value> = Vec::new();
-            if i.answer.is_err() || !req.terminal_at_recv {
-                allowed.push(answer_value(&i.answer));
-            }
-            if let (Some(Settle::Rejected(e)), true) = (&i.settled, i.answer.is_ok()) {
-                allowed.push(json!({"error": e}));
-            }
-            let got = answer_value(&outcome);
+            // The allowed answers: the recorded one, and a settlement's
+            // rejection after an ack (compared in place; `allowed` is
+            // written out only for a failure's message).
+            let recorded_allowed = i.answer.is_err() || !req.terminal_at_recv;
+            let rejected_later = match (&i.settled, i.answer.is_ok()) {
+                (Some(Settle::Rejected(e)), true) => Some(e),
+                _ => None,
+            };
+            let allowed = || {
+                let mut allowed: Vec<Value> = Vec::new();
+                if recorded_allowed {
+                    allowed.push(answer_value(&i.answer));
+                }
+                if let Some(e) = rejected_later {
+                    allowed.push(json!({"error": e}));
+                }
+                allowed
+            };
             let abandoned = reason.as_deref() == Some("abandoned");
             let ok = if abandoned {
                 let want_abandoned = matches!(i.settled, Some(Settle::Abandoned));
@@ -1144,7 +1156,8 @@ impl Model {
                         .err()
                         .is_some_and(|e| e["data"]["commandId"] == json!(cid))
             } else {
-                allowed.contains(&got)
+                (recorded_allowed && outcome == i.answer)
+                    || rejected_later.is_some_and(|e| outcome.as_ref().err() == Some(e))
             };
             let prop = if i.answer.is_err() {
                 "rejection-idempotency"
@@ -1152,16 +1165,20 @@ impl Model {
                 "value-identical-replays"
             };
             self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
-                format!("host{h} answered {method} {cid} with {got}; the ledger allows {allowed:?} (settled {:?})", i.settled)
+                let got = answer_value(&outcome);
+                format!("host{h} answered {method} {cid} with {got}; the ledger allows {:?} (settled {:?})", allowed(), i.settled)
             });
             if !fresh && i.writer.is_some_and(|w| w != (h, inc)) {
                 self.rep.hit("4.4 replay after a restart");
             }
-            let mut raw = req.params.clone();
-            if let Some(o) = raw.as_object_mut() {
-                o.remove("commandId");
-            }
-            if !fresh && raw != i.params && ok {
+            let other_spelling = || {
+                let mut raw = req.params.clone();
+                if let Some(o) = raw.as_object_mut() {
+                    o.remove("commandId");
+                }
+                raw != i.params
+            };
+            if !fresh && ok && other_spelling() {
                 self.rep.hit("4.4 same payload, other spelling");
             }
             if !fresh {

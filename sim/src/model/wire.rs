@@ -168,42 +168,62 @@ pub fn normalise(method: &str, p: &Value) -> Option<Value> {
 /// `{method, params}` with `params` normalised.
 pub fn signature(method: &str, params: &Value) -> Option<String> {
     let norm = normalise(method, params)?;
-    let mut out = String::new();
-    canonical(
-        &serde_json::json!({"method": method, "params": norm}),
-        &mut out,
-    );
-    Some(out)
+    // `{"method":..,"params":..}`: the two members in sorted order.
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"method\":");
+    write_str(&mut out, method);
+    out.extend_from_slice(b",\"params\":");
+    canonical_into(&norm, &mut out);
+    out.push(b'}');
+    Some(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
 /// Writes `v` with object members sorted by key, recursively.
 pub fn canonical(v: &Value, out: &mut String) {
+    let mut buf = Vec::new();
+    canonical_into(v, &mut buf);
+    out.push_str(std::str::from_utf8(&buf).expect("serde_json writes UTF-8"));
+}
+
+/// Writes a string (a key) as serde_json writes it.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
+}
+
+/// Writes a scalar as serde_json writes it.
+fn write_value(out: &mut Vec<u8>, v: &Value) {
+    serde_json::to_writer(out, v).expect("writing to a Vec cannot fail");
+}
+
+/// [`canonical`] into bytes: keys and scalars as serde_json writes them,
+/// with no copy of either.
+fn canonical_into(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Object(o) => {
             let mut keys: Vec<&String> = o.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, k) in keys.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String((*k).clone()).to_string());
-                out.push(':');
-                canonical(&o[*k], out);
+                write_str(out, k.as_str());
+                out.push(b':');
+                canonical_into(&o[*k], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(a) => {
-            out.push('[');
+            out.push(b'[');
             for (i, x) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                canonical(x, out);
+                canonical_into(x, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_value(out, other),
     }
 }
 
@@ -259,6 +279,62 @@ mod tests {
         assert_ne!(signature("turn/start", &b), signature("turn/start", &c));
         assert_ne!(signature("turn/start", &b), signature("turn/steer", &b));
         assert_eq!(signature("view/page", &b), None);
+    }
+
+    /// The old, copying definition of the canonical form.
+    fn canonical_by_copies(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String((*k).clone()).to_string());
+                    out.push(':');
+                    canonical_by_copies(&o[*k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical_by_copies(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+
+    #[test]
+    fn canonical_form_is_the_copying_one() {
+        let cases = [
+            json!({"z": 1, "a": [true, null, -2, 2.5, 1e300, "x\"y\\\u{1}\u{e9}\u{1F600}"], "\u{7}k\"": {"b": {}, "a": []}}),
+            json!("plain"),
+            json!([{"sessionId": "S", "input": [{"type": "text", "text": "hi\n"}]}, 18446744073709551615u64, -9223372036854775808i64]),
+        ];
+        for v in &cases {
+            let mut want = String::new();
+            canonical_by_copies(v, &mut want);
+            let mut got = String::new();
+            canonical(v, &mut got);
+            assert_eq!(got, want);
+        }
+        let p = json!({"sessionId": "0198F0AA-1111-7000-8000-0000000000AA", "approvalId": "a\"1", "requirementId": {"approvalId": "r", "sourceIndex": 3}, "choiceId": "ok", "set": {"k\u{e9}": [1, {"x": null}]}, "expectedRevision": 4, "input": [{"type": "text", "text": "\u{2028}"}]});
+        for m in DURABLE_METHODS.iter().chain(CARRIERLESS_METHODS.iter()) {
+            let mut want = String::new();
+            canonical_by_copies(
+                &json!({"method": m, "params": normalise(m, &p).unwrap()}),
+                &mut want,
+            );
+            assert_eq!(signature(m, &p), Some(want), "{m}");
+        }
     }
 
     #[test]

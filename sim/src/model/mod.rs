@@ -967,7 +967,15 @@ impl Model {
     }
 
     fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &[u8], _now_ms: u64) {
-        let Some(frame) = wire::parse(line) else {
+        // A result is read only for a request this link has open whose
+        // answer the model reads: a command's, or a `session/read`'s (see
+        // `answered` and `read_answered`); any other is only checked.
+        let reqs = self.links.get(&link).map(|l| &l.reqs);
+        let want_result = |id: &Value| {
+            reqs.and_then(|r| r.get(&id.to_string()))
+                .is_some_and(|r| wire::is_command(&r.method) || r.method == "session/read")
+        };
+        let Some(frame) = wire::parse_with(line, &want_result) else {
             self.rep.fail(
                 "view-cursor-order",
                 &format!("garbage {link}"),

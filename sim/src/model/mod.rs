@@ -643,7 +643,10 @@ impl Model {
                     }
                 }
             }
-            let b = &r.body;
+            // The record is owned here: what the session keeps of it
+            // (params, answers) is moved out, not copied.
+            let mut body = r.body;
+            let b = &body;
             let origin = Origin {
                 writer: r.writer,
                 at_ms: 0,
@@ -678,10 +681,11 @@ impl Model {
                     sess.end_recovery(&mut self.rep);
                     let cid = b["commandId"].as_str().unwrap_or_default().to_string();
                     let method = b["method"].as_str().unwrap_or_default().to_string();
-                    let params = b["params"].clone();
-                    let answer = match (b["answer"].get("result"), b["answer"].get("error")) {
-                        (Some(v), _) => Ok(v.clone()),
-                        (_, Some(e)) => Err(e.clone()),
+                    let params = take_member(&mut body, "params");
+                    let mut answer = take_member(&mut body, "answer");
+                    let answer = match answer.as_object_mut() {
+                        Some(a) if a.contains_key("result") => Ok(take_member_of(a, "result")),
+                        Some(a) if a.contains_key("error") => Err(take_member_of(a, "error")),
                         _ => Err(Value::Null),
                     };
                     // The recorded payload must be one a request carried.
@@ -715,13 +719,16 @@ impl Model {
                     let n = b["n"].as_u64().unwrap_or(0);
                     let method = b["method"].as_str().unwrap_or_default().to_string();
                     let at_ms = b["emittedAtMs"].as_u64().unwrap_or(0);
-                    let p = b["params"].clone();
+                    let p = take_member(&mut body, "params");
                     let origin = Origin { at_ms, ..origin };
-                    sess.event(&mut self.rep, n, &method, &p, at_ms, origin);
-                    if method == "item/completed"
+                    // A tool call's completion is judged against the
+                    // effects after the session applied it.
+                    let effect_item = (method == "item/completed"
                         && p["item"]["kind"] == "toolCall"
-                        && p["item"]["tool"] != "background"
-                    {
+                        && p["item"]["tool"] != "background")
+                        .then(|| p.clone());
+                    sess.event(&mut self.rep, n, &method, p, at_ms, origin);
+                    if let Some(p) = effect_item {
                         let sess_id = sid.to_string();
                         Self::judge_effect_item(
                             &mut self.rep,
@@ -1506,11 +1513,7 @@ impl Model {
             return;
         }
         if durable_host {
-            let known = self
-                .sessions
-                .get(&sid)
-                .and_then(|s| s.events.get(&n))
-                .cloned();
+            let known = self.sessions.get(&sid).and_then(|s| s.events.get(&n));
             match known {
                 None => self.rep.fail(
                     "cursor-uniqueness",
@@ -1520,7 +1523,7 @@ impl Model {
                     ),
                 ),
                 Some((m, q)) => {
-                    self.rep.check(m == method && q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
+                    self.rep.check(m == method && *q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
                         format!("cursor #{n} of session {sid} names {m} {q} on disk but {method} {p} on link{link}")
                     });
                 }
@@ -1571,7 +1574,7 @@ impl Model {
                 writer: (h, 0),
                 at_ms: t,
             };
-            sess.event(&mut self.rep, n2, &m, &q, t, origin);
+            sess.event(&mut self.rep, n2, &m, q, t, origin);
         }
         self.refresh_windows(sid);
     }
@@ -1773,6 +1776,18 @@ fn changed_params(a: &Value, b: &Value) -> usize {
             _ => 1,
         })
         .sum()
+}
+
+/// Moves member `k` out of a record body, `null` when absent (what
+/// `body[k].clone()` reads).
+fn take_member(body: &mut Value, k: &str) -> Value {
+    body.as_object_mut()
+        .map_or(Value::Null, |o| take_member_of(o, k))
+}
+
+/// Moves member `k` out of an object, `null` when absent.
+fn take_member_of(o: &mut serde_json::Map<String, Value>, k: &str) -> Value {
+    o.remove(k).unwrap_or(Value::Null)
 }
 
 /// `{"result": ..}` or `{"error": ..}`.

@@ -1021,16 +1021,18 @@ impl Sess {
 
     // ----- the stream ---------------------------------------------------------
 
-    /// Judges and applies durable event `n`.
+    /// Judges and applies durable event `n` (and keeps its params, which
+    /// it takes rather than copies).
     pub fn event(
         &mut self,
         rep: &mut Report,
         n: u64,
         method: &str,
-        p: &Value,
+        params: Value,
         at_ms: u64,
         origin: Origin,
     ) {
+        let p = &params;
         let id = self.id.clone();
         if !rep.check(
             n == self.head + 1,
@@ -1057,7 +1059,6 @@ impl Sess {
             },
         );
         self.head = n;
-        self.events.insert(n, (method.to_string(), p.clone()));
         let recovery_event = self.recovering
             && matches!(
                 method,
@@ -1081,6 +1082,8 @@ impl Sess {
                 format!("session {id}: unexpected durable event {other}"),
             ),
         }
+        // Kept after it is applied (no rule above reads `events`).
+        self.events.insert(n, (method.to_string(), params));
     }
 
     fn turn_started(&mut self, rep: &mut Report, p: &Value, at_ms: u64, origin: Origin) {

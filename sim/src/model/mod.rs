@@ -701,7 +701,7 @@ impl Model {
                     // recorded with it (or its intake settled abandoned).
                     sess.check_owed(&mut self.rep, false);
                     let decided = !matches!(method.as_str(), "session/start" | "session/resume");
-                    sess.admit(&mut self.rep, &cid, &method, &params, answer, decided);
+                    sess.admit(&mut self.rep, &cid, &method, &params, sig, answer, decided);
                     if let Some(i) = sess.ledger.get_mut(&wire::key(&cid)) {
                         i.writer = Some(r.writer);
                     }
@@ -1243,12 +1243,14 @@ impl Model {
                         sess.start_cid = Some(cid.clone());
                     }
                     let norm = wire::normalise(&method, &req.params).unwrap_or_default();
+                    let norm_sig = wire::signature(&method, &norm).unwrap_or_default();
                     let decided = false;
                     sess.admit(
                         &mut self.rep,
                         &cid,
                         &method,
                         &norm,
+                        norm_sig,
                         outcome.clone(),
                         decided,
                     );

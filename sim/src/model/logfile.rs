@@ -143,11 +143,29 @@ pub struct Rec {
     pub writer: (usize, u64),
 }
 
+/// A frame known to be valid and to decode, at a place in the known run
+/// of such frames from offset 0.
+#[derive(Debug, Clone)]
+struct Known {
+    /// Start offset.
+    start: usize,
+    /// End offset.
+    end: usize,
+    /// Its body, until it is handed out (decoded once, when first seen).
+    body: Option<Value>,
+}
+
 /// One session log as the trace reports it.
+///
+/// Besides the bytes it remembers the run of valid, decoding frames from
+/// offset 0 that it has already walked ([`Known`]): a frame's validity and
+/// body depend only on its own bytes, so a walk that starts at one of their
+/// boundaries need not decode them again. Any change to bytes below the
+/// end of that run (a cut, a rotted byte) forgets the frames it touches.
 #[derive(Debug, Clone, Default)]
 pub struct LogFile {
     /// Every byte any reader sees.
-    pub bytes: Vec<u8>,
+    bytes: Vec<u8>,
     /// Bytes `..durable_len` survive any crash.
     pub durable_len: usize,
     /// End of the last record handed to the model.
@@ -156,19 +174,46 @@ pub struct LogFile {
     writers: Vec<(usize, usize, u64)>,
     /// Records of a damaged file are no longer handed out.
     pub damaged: bool,
+    /// The frames from offset 0 already found valid and decoding, in order,
+    /// contiguous.
+    known: Vec<Known>,
 }
 
 impl LogFile {
+    /// The file's bytes (what any reader sees).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The file's length.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     /// Appends bytes written by `writer`.
     pub fn append(&mut self, bytes: &[u8], writer: (usize, u64)) {
         self.writers.push((self.bytes.len(), writer.0, writer.1));
         self.bytes.extend_from_slice(bytes);
     }
 
+    /// Forgets the known frames that reach beyond `offset` (their bytes
+    /// changed or are gone).
+    fn forget_from(&mut self, offset: usize) {
+        while self.known.last().is_some_and(|k| k.end > offset) {
+            self.known.pop();
+        }
+    }
+
     /// Cuts the file to `len`; the cut length is durable (the io layer
     /// fsyncs after truncating).
     pub fn truncate(&mut self, len: usize) {
         self.bytes.truncate(len);
+        self.forget_from(self.bytes.len());
         self.writers.retain(|(s, ..)| *s < len);
         self.durable_len = self.bytes.len();
     }
@@ -182,11 +227,20 @@ impl LogFile {
     /// loss that kept `kept` bytes, a torn prefix included).
     pub fn keep(&mut self, kept: usize, durable: bool) {
         self.bytes.truncate(kept);
+        self.forget_from(self.bytes.len());
         self.writers.retain(|(s, ..)| *s < kept);
         if durable {
             self.durable_len = self.bytes.len();
         } else {
             self.durable_len = self.durable_len.min(self.bytes.len());
+        }
+    }
+
+    /// The byte at `offset` rots (bit 5 flips), if the file has it.
+    pub fn rot(&mut self, offset: usize) {
+        if let Some(b) = self.bytes.get_mut(offset) {
+            *b ^= 0x20;
+            self.forget_from(offset);
         }
     }
 
@@ -199,6 +253,53 @@ impl LogFile {
             .unwrap_or((usize::MAX, 0))
     }
 
+    /// End of the known run of frames.
+    fn known_end(&self) -> usize {
+        self.known.last().map_or(0, |k| k.end)
+    }
+
+    /// The index of the known frame starting at `at` (`known.len()` when
+    /// `at` is the end of the known run); `None` when `at` is no boundary.
+    fn known_index(&self, at: usize) -> Option<usize> {
+        if at == self.known_end() {
+            return Some(self.known.len());
+        }
+        self.known.binary_search_by_key(&at, |k| k.start).ok()
+    }
+
+    /// [`shape`] of the first `limit` bytes walked from `from`, the same
+    /// answer, decoding only frames not walked before.
+    pub fn shape(&mut self, limit: usize, from: usize) -> Shape {
+        let limit = limit.min(self.bytes.len());
+        let Some(i) = self.known_index(from) else {
+            return shape(&self.bytes[..limit], from);
+        };
+        let mut at = from;
+        for k in &self.known[i..] {
+            if k.end > limit {
+                break;
+            }
+            at = k.end;
+        }
+        // Frames past the known run extend it as they are found valid.
+        while at == self.known_end() && at < limit {
+            let b = &self.bytes[..limit];
+            let Check::Valid { end, rtype } = check(b, at) else {
+                break;
+            };
+            let Some(v) = body(b, at, end, rtype) else {
+                break;
+            };
+            self.known.push(Known {
+                start: at,
+                end,
+                body: Some(v),
+            });
+            at = end;
+        }
+        shape(&self.bytes[..limit], at)
+    }
+
     /// Hands out the records that became durable since the last call, in
     /// file order; stops at bytes that are not (yet) a durable valid frame.
     pub fn take_durable(&mut self) -> Vec<Rec> {
@@ -206,14 +307,45 @@ impl LogFile {
         if self.damaged {
             return out;
         }
-        let b = &self.bytes[..self.durable_len];
-        while self.consumed < b.len() {
+        let limit = self.durable_len;
+        while self.consumed < limit {
             let at = self.consumed;
-            let Check::Valid { end, rtype } = check(b, at) else {
-                break;
-            };
-            let Some(body) = body(b, at, end, rtype) else {
-                break;
+            let (end, body) = match self.known_index(at) {
+                // A frame walked before: its body is kept until now.
+                Some(i) if i < self.known.len() && self.known[i].end <= limit => {
+                    let k = &mut self.known[i];
+                    let v = match k.body.take() {
+                        Some(v) => v,
+                        None => {
+                            let b = &self.bytes[..limit];
+                            let Check::Valid { end, rtype } = check(b, at) else {
+                                break;
+                            };
+                            let Some(v) = body(b, at, end, rtype) else {
+                                break;
+                            };
+                            v
+                        }
+                    };
+                    (k.end, v)
+                }
+                i => {
+                    let b = &self.bytes[..limit];
+                    let Check::Valid { end, rtype } = check(b, at) else {
+                        break;
+                    };
+                    let Some(v) = body(b, at, end, rtype) else {
+                        break;
+                    };
+                    if i == Some(self.known.len()) {
+                        self.known.push(Known {
+                            start: at,
+                            end,
+                            body: None,
+                        });
+                    }
+                    (end, v)
+                }
             };
             out.push(Rec {
                 start: at,
@@ -268,5 +400,85 @@ mod tests {
         assert_eq!(r[0].body["record"], "loaded");
         f.synced(all.len());
         assert_eq!(f.take_durable().len(), 1);
+    }
+
+    /// The remembered frames change no answer: every walk and every hand-out
+    /// agrees with a fresh decoding of the same bytes, through appends,
+    /// syncs, cuts, lost tails and rot.
+    #[test]
+    fn known_frames_answer_as_a_fresh_walk() {
+        let recs: Vec<Vec<u8>> = (0..6)
+            .map(|i| frame(5, format!(r#"{{"record":"event","n":{i}}}"#).as_bytes()))
+            .collect();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        for _ in 0..300 {
+            let mut f = LogFile::default();
+            let mut fresh = LogFile::default();
+            let mut handed = Vec::new();
+            let mut fresh_handed = Vec::new();
+            for _ in 0..12 {
+                match next(6) {
+                    0 | 1 => {
+                        let r = &recs[next(recs.len())];
+                        let cut = if next(4) == 0 { next(r.len()) } else { r.len() };
+                        f.append(&r[..cut], (0, 1));
+                        fresh.append(&r[..cut], (0, 1));
+                    }
+                    2 => {
+                        let upto = next(f.len() + 1);
+                        f.synced(upto);
+                        fresh.synced(upto);
+                    }
+                    3 => {
+                        let kept = next(f.len() + 1);
+                        let durable = next(2) == 0;
+                        f.keep(kept, durable);
+                        fresh.keep(kept, durable);
+                    }
+                    4 => {
+                        let len = next(f.len() + 1);
+                        f.truncate(len);
+                        fresh.truncate(len);
+                    }
+                    _ => {
+                        if !f.is_empty() && next(3) == 0 {
+                            let at = next(f.len());
+                            f.rot(at);
+                            fresh.rot(at);
+                        }
+                    }
+                }
+                fresh.known.clear();
+                let limit = next(f.len() + 1);
+                for from in [0, f.consumed, next(f.len() + 1)] {
+                    assert_eq!(
+                        f.shape(limit, from),
+                        shape(&f.bytes()[..limit], from),
+                        "{limit} {from}"
+                    );
+                }
+                assert_eq!(f.bytes(), fresh.bytes());
+                handed.extend(
+                    f.take_durable()
+                        .into_iter()
+                        .map(|r| (r.start, r.end, r.body)),
+                );
+                fresh.known.clear();
+                fresh_handed.extend(
+                    fresh
+                        .take_durable()
+                        .into_iter()
+                        .map(|r| (r.start, r.end, r.body)),
+                );
+                fresh.known.clear();
+                assert_eq!(handed, fresh_handed);
+            }
+        }
     }
 }

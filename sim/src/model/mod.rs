@@ -311,9 +311,7 @@ impl Model {
             What::Phase(p) if p == "liveness" => self.healed = true,
             What::BitRot { session, offset } => {
                 let f = self.files.entry(session.clone()).or_default();
-                if let Some(b) = f.bytes.get_mut(*offset as usize) {
-                    *b ^= 0x20;
-                }
+                f.rot(*offset as usize);
                 f.damaged = true;
                 self.rotten.insert(session.clone(), idx);
                 if let Some(holder) = self.leases.get(session).copied() {
@@ -390,7 +388,7 @@ impl Model {
             let settled_file = self
                 .files
                 .get(&sid)
-                .is_some_and(|f| f.durable_len == f.bytes.len() && f.consumed == f.bytes.len());
+                .is_some_and(|f| f.durable_len == f.len() && f.consumed == f.len());
             if !self.healed || !s.durable || self.dead_holder.contains(&sid) || !settled_file {
                 continue;
             }
@@ -481,7 +479,7 @@ impl Model {
         }
         self.leases.insert(sid.to_string(), (h, inc));
         *self.loads.entry(sid.to_string()).or_insert(0) += 1;
-        let len = self.files.get(sid).map_or(0, |f| f.bytes.len());
+        let len = self.files.get(sid).map_or(0, |f| f.len());
         let recovery = self.dead_holder.remove(sid);
         self.lives.entry(sid.to_string()).or_default().push(Life {
             from: len,
@@ -508,7 +506,7 @@ impl Model {
                 .get(sid)
                 .and_then(|l| l.last())
                 .zip(self.files.get(sid))
-                .is_some_and(|(life, f)| f.bytes.len() > life.from);
+                .is_some_and(|(life, f)| f.len() > life.from);
             if wrote && !self.dead_holder.contains(sid) {
                 let f = &self.files[sid];
                 let closed = self.sessions.get(sid).is_some_and(|s| !s.open);
@@ -516,10 +514,10 @@ impl Model {
                 // bytes rotted writes records the model cannot read past
                 // the rot: only their durability is judged.
                 let from_memory = self.rot_holder.get(sid) == Some(&(h, inc));
-                let read_closed = closed && f.consumed == f.bytes.len();
-                let ok = f.durable_len == f.bytes.len() && (read_closed || from_memory);
-                self.rep.check(ok, "lease-unload", &format!("release {sid} {}", f.bytes.len()), || {
-                    format!("session {sid}: host{h} released the lease before its closed record was durable ({} of {} bytes synced)", f.durable_len, f.bytes.len())
+                let read_closed = closed && f.consumed == f.len();
+                let ok = f.durable_len == f.len() && (read_closed || from_memory);
+                self.rep.check(ok, "lease-unload", &format!("release {sid} {}", f.len()), || {
+                    format!("session {sid}: host{h} released the lease before its closed record was durable ({} of {} bytes synced)", f.durable_len, f.len())
                 });
             }
         }
@@ -573,7 +571,8 @@ impl Model {
         }
         let f = self.files.entry(sid.to_string()).or_default();
         if !self.rotten.contains_key(sid) {
-            match logfile::shape(&f.bytes, f.consumed) {
+            let (len, from) = (f.len(), f.consumed);
+            match f.shape(len, from) {
                 Shape::Clean => {}
                 Shape::Torn { at } | Shape::Corrupt { at } => {
                     self.rep.fail("log-integrity", &format!("append-after-damage {sid} {at}"), format!("session {sid}: host{h} appended after invalid bytes at offset {at} (a torn tail must be cut first)"));
@@ -593,8 +592,8 @@ impl Model {
         }
         let f = self.files.entry(sid.to_string()).or_default();
         if !self.rotten.contains_key(sid) {
-            let before = logfile::shape(&f.bytes[..len.min(f.bytes.len())], 0);
-            let after = logfile::shape(&f.bytes, 0);
+            let before = f.shape(len, 0);
+            let after = f.shape(f.len(), 0);
             let ok = before == Shape::Clean && after == Shape::Torn { at: len };
             self.rep.check(ok, "log-integrity", &format!("trunc {sid} {len}"), || {
                 format!("session {sid}: host{h} cut the log to {len} bytes, which is not the end of its valid records before a torn tail ({after:?})")
@@ -644,7 +643,10 @@ impl Model {
                     }
                 }
             }
-            let b = &r.body;
+            // The record is owned here: what the session keeps of it
+            // (params, answers) is moved out, not copied.
+            let mut body = r.body;
+            let b = &body;
             let origin = Origin {
                 writer: r.writer,
                 at_ms: 0,
@@ -679,10 +681,11 @@ impl Model {
                     sess.end_recovery(&mut self.rep);
                     let cid = b["commandId"].as_str().unwrap_or_default().to_string();
                     let method = b["method"].as_str().unwrap_or_default().to_string();
-                    let params = b["params"].clone();
-                    let answer = match (b["answer"].get("result"), b["answer"].get("error")) {
-                        (Some(v), _) => Ok(v.clone()),
-                        (_, Some(e)) => Err(e.clone()),
+                    let params = take_member(&mut body, "params");
+                    let mut answer = take_member(&mut body, "answer");
+                    let answer = match answer.as_object_mut() {
+                        Some(a) if a.contains_key("result") => Ok(take_member_of(a, "result")),
+                        Some(a) if a.contains_key("error") => Err(take_member_of(a, "error")),
                         _ => Err(Value::Null),
                     };
                     // The recorded payload must be one a request carried.
@@ -698,7 +701,7 @@ impl Model {
                     // recorded with it (or its intake settled abandoned).
                     sess.check_owed(&mut self.rep, false);
                     let decided = !matches!(method.as_str(), "session/start" | "session/resume");
-                    sess.admit(&mut self.rep, &cid, &method, &params, answer, decided);
+                    sess.admit(&mut self.rep, &cid, &method, &params, sig, answer, decided);
                     if let Some(i) = sess.ledger.get_mut(&wire::key(&cid)) {
                         i.writer = Some(r.writer);
                     }
@@ -716,13 +719,16 @@ impl Model {
                     let n = b["n"].as_u64().unwrap_or(0);
                     let method = b["method"].as_str().unwrap_or_default().to_string();
                     let at_ms = b["emittedAtMs"].as_u64().unwrap_or(0);
-                    let p = b["params"].clone();
+                    let p = take_member(&mut body, "params");
                     let origin = Origin { at_ms, ..origin };
-                    sess.event(&mut self.rep, n, &method, &p, at_ms, origin);
-                    if method == "item/completed"
+                    // A tool call's completion is judged against the
+                    // effects after the session applied it.
+                    let effect_item = (method == "item/completed"
                         && p["item"]["kind"] == "toolCall"
-                        && p["item"]["tool"] != "background"
-                    {
+                        && p["item"]["tool"] != "background")
+                        .then(|| p.clone());
+                    sess.event(&mut self.rep, n, &method, p, at_ms, origin);
+                    if let Some(p) = effect_item {
                         let sess_id = sid.to_string();
                         Self::judge_effect_item(
                             &mut self.rep,
@@ -968,7 +974,15 @@ impl Model {
     }
 
     fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &[u8], _now_ms: u64) {
-        let Some(frame) = wire::parse(line) else {
+        // A result is read only for a request this link has open whose
+        // answer the model reads: a command's, or a `session/read`'s (see
+        // `answered` and `read_answered`); any other is only checked.
+        let reqs = self.links.get(&link).map(|l| &l.reqs);
+        let want_result = |id: &Value| {
+            reqs.and_then(|r| r.get(&id.to_string()))
+                .is_some_and(|r| wire::is_command(&r.method) || r.method == "session/read")
+        };
+        let Some(frame) = wire::parse_with(line, &want_result) else {
             self.rep.fail(
                 "view-cursor-order",
                 &format!("garbage {link}"),
@@ -1111,8 +1125,10 @@ impl Model {
             return;
         }
         if durable_host {
+            // The intake is read in place (it holds the recorded answer,
+            // which may be a whole snapshot): no copy of it is made.
             let sess = self.sessions.get(&sid);
-            let intake = sess.and_then(|s| s.ledger.get(&k)).cloned();
+            let intake = sess.and_then(|s| s.ledger.get(&k));
             let Some(i) = intake else {
                 self.rep.fail(
                     "durable-dedupe",
@@ -1128,14 +1144,24 @@ impl Model {
             let fresh = i.at >= req.recv_at;
             // A durable rejection is final at once; an ack holds until its
             // intake settles otherwise (a failed launch, or abandoned).
-            let mut allowed: Vec<Value> = Vec::new();
-            if i.answer.is_err() || !req.terminal_at_recv {
-                allowed.push(answer_value(&i.answer));
-            }
-            if let (Some(Settle::Rejected(e)), true) = (&i.settled, i.answer.is_ok()) {
-                allowed.push(json!({"error": e}));
-            }
-            let got = answer_value(&outcome);
+            // The allowed answers: the recorded one, and a settlement's
+            // rejection after an ack (compared in place; `allowed` is
+            // written out only for a failure's message).
+            let recorded_allowed = i.answer.is_err() || !req.terminal_at_recv;
+            let rejected_later = match (&i.settled, i.answer.is_ok()) {
+                (Some(Settle::Rejected(e)), true) => Some(e),
+                _ => None,
+            };
+            let allowed = || {
+                let mut allowed: Vec<Value> = Vec::new();
+                if recorded_allowed {
+                    allowed.push(answer_value(&i.answer));
+                }
+                if let Some(e) = rejected_later {
+                    allowed.push(json!({"error": e}));
+                }
+                allowed
+            };
             let abandoned = reason.as_deref() == Some("abandoned");
             let ok = if abandoned {
                 let want_abandoned = matches!(i.settled, Some(Settle::Abandoned));
@@ -1145,7 +1171,8 @@ impl Model {
                         .err()
                         .is_some_and(|e| e["data"]["commandId"] == json!(cid))
             } else {
-                allowed.contains(&got)
+                (recorded_allowed && outcome == i.answer)
+                    || rejected_later.is_some_and(|e| outcome.as_ref().err() == Some(e))
             };
             let prop = if i.answer.is_err() {
                 "rejection-idempotency"
@@ -1153,16 +1180,20 @@ impl Model {
                 "value-identical-replays"
             };
             self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
-                format!("host{h} answered {method} {cid} with {got}; the ledger allows {allowed:?} (settled {:?})", i.settled)
+                let got = answer_value(&outcome);
+                format!("host{h} answered {method} {cid} with {got}; the ledger allows {:?} (settled {:?})", allowed(), i.settled)
             });
             if !fresh && i.writer.is_some_and(|w| w != (h, inc)) {
                 self.rep.hit("4.4 replay after a restart");
             }
-            let mut raw = req.params.clone();
-            if let Some(o) = raw.as_object_mut() {
-                o.remove("commandId");
-            }
-            if !fresh && raw != i.params && ok {
+            let other_spelling = || {
+                let mut raw = req.params.clone();
+                if let Some(o) = raw.as_object_mut() {
+                    o.remove("commandId");
+                }
+                raw != i.params
+            };
+            if !fresh && ok && other_spelling() {
                 self.rep.hit("4.4 same payload, other spelling");
             }
             if !fresh {
@@ -1212,12 +1243,14 @@ impl Model {
                         sess.start_cid = Some(cid.clone());
                     }
                     let norm = wire::normalise(&method, &req.params).unwrap_or_default();
+                    let norm_sig = wire::signature(&method, &norm).unwrap_or_default();
                     let decided = false;
                     sess.admit(
                         &mut self.rep,
                         &cid,
                         &method,
                         &norm,
+                        norm_sig,
                         outcome.clone(),
                         decided,
                     );
@@ -1482,11 +1515,7 @@ impl Model {
             return;
         }
         if durable_host {
-            let known = self
-                .sessions
-                .get(&sid)
-                .and_then(|s| s.events.get(&n))
-                .cloned();
+            let known = self.sessions.get(&sid).and_then(|s| s.events.get(&n));
             match known {
                 None => self.rep.fail(
                     "cursor-uniqueness",
@@ -1496,7 +1525,7 @@ impl Model {
                     ),
                 ),
                 Some((m, q)) => {
-                    self.rep.check(m == method && q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
+                    self.rep.check(m == method && *q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
                         format!("cursor #{n} of session {sid} names {m} {q} on disk but {method} {p} on link{link}")
                     });
                 }
@@ -1547,7 +1576,7 @@ impl Model {
                 writer: (h, 0),
                 at_ms: t,
             };
-            sess.event(&mut self.rep, n2, &m, &q, t, origin);
+            sess.event(&mut self.rep, n2, &m, q, t, origin);
         }
         self.refresh_windows(sid);
     }
@@ -1697,10 +1726,7 @@ impl Model {
             let i = sess.ledger.get(&wire::key(cid));
             // An intake the model has not seen yet is one the host wrote
             // and has not synced (a read folds what the file holds).
-            let unsynced = self
-                .files
-                .get(&sid)
-                .is_some_and(|f| f.consumed < f.bytes.len());
+            let unsynced = self.files.get(&sid).is_some_and(|f| f.consumed < f.len());
             let ok = !wire::CARRIERLESS_METHODS.contains(&m)
                 && match i {
                     Some(i) => i.method == m && i.seq > last_seq,
@@ -1752,6 +1778,18 @@ fn changed_params(a: &Value, b: &Value) -> usize {
             _ => 1,
         })
         .sum()
+}
+
+/// Moves member `k` out of a record body, `null` when absent (what
+/// `body[k].clone()` reads).
+fn take_member(body: &mut Value, k: &str) -> Value {
+    body.as_object_mut()
+        .map_or(Value::Null, |o| take_member_of(o, k))
+}
+
+/// Moves member `k` out of an object, `null` when absent.
+fn take_member_of(o: &mut serde_json::Map<String, Value>, k: &str) -> Value {
+    o.remove(k).unwrap_or(Value::Null)
 }
 
 /// `{"result": ..}` or `{"error": ..}`.

@@ -409,13 +409,17 @@ impl Sess {
 
     /// A `received` record (or, on an ephemeral host, the first recorded
     /// answer): checks it against the state at admission, then records
-    /// the intake and what its ack promises.
+    /// the intake and what its ack promises. `sig` is
+    /// `wire::signature(method, params)` (or `""` when it has none), which
+    /// every caller has computed already.
+    #[allow(clippy::too_many_arguments)]
     pub fn admit(
         &mut self,
         rep: &mut Report,
         cid: &str,
         method: &str,
         params: &Value,
+        sig: String,
         answer: Result<Value, Value>,
         decided: bool,
     ) {
@@ -428,7 +432,6 @@ impl Sess {
             );
             return;
         }
-        let sig = wire::signature(method, params).unwrap_or_default();
         if decided {
             self.judge_admission(rep, cid, method, params, &answer);
         }
@@ -862,7 +865,9 @@ impl Sess {
     pub fn settle(&mut self, rep: &mut Report, cid: &str, outcome: Settle) {
         let k = wire::key(cid);
         let recovering = self.recovering;
-        let Some(i) = self.ledger.get(&k).cloned() else {
+        // Read in place: an intake holds its recorded answer (for a resume
+        // a whole snapshot).
+        let Some(i) = self.ledger.get(&k) else {
             rep.fail(
                 "intake-settled",
                 &format!("orphan {k}"),
@@ -1021,16 +1026,18 @@ impl Sess {
 
     // ----- the stream ---------------------------------------------------------
 
-    /// Judges and applies durable event `n`.
+    /// Judges and applies durable event `n` (and keeps its params, which
+    /// it takes rather than copies).
     pub fn event(
         &mut self,
         rep: &mut Report,
         n: u64,
         method: &str,
-        p: &Value,
+        params: Value,
         at_ms: u64,
         origin: Origin,
     ) {
+        let p = &params;
         let id = self.id.clone();
         if !rep.check(
             n == self.head + 1,
@@ -1057,7 +1064,6 @@ impl Sess {
             },
         );
         self.head = n;
-        self.events.insert(n, (method.to_string(), p.clone()));
         let recovery_event = self.recovering
             && matches!(
                 method,
@@ -1081,6 +1087,8 @@ impl Sess {
                 format!("session {id}: unexpected durable event {other}"),
             ),
         }
+        // Kept after it is applied (no rule above reads `events`).
+        self.events.insert(n, (method.to_string(), params));
     }
 
     fn turn_started(&mut self, rep: &mut Report, p: &Value, at_ms: u64, origin: Origin) {

@@ -46,6 +46,220 @@ pub fn json_of(b: &[u8]) -> serde_json::Result<Value> {
 
 /// Parses one line; `None` for anything that is not a JSON-RPC object.
 pub fn parse(line: &[u8]) -> Option<Frame> {
+    parse_with(line, &|_| true)
+}
+
+/// [`parse`], but a response's `result` may be only checked (as strictly
+/// as [`parse`] reads it, and then not kept: `Value::Null` stands in for
+/// it) when `want_result(id)` is false for the response's id. The model asks
+/// for the results it reads and skips the rest (an `initialize` answer, a
+/// read it does not judge, an answer to nothing it saw asked); whether a
+/// line is a frame at all is decided as [`parse`] decides it.
+pub fn parse_with(line: &[u8], want_result: &dyn Fn(&Value) -> bool) -> Option<Frame> {
+    let Ok(s) = std::str::from_utf8(line) else {
+        return parse_whole(line);
+    };
+    let mut de = serde_json::Deserializer::from_str(s);
+    let parts = serde::de::DeserializeSeed::deserialize(FrameSeed { want_result }, &mut de)
+        .and_then(|p| de.end().map(|()| p));
+    // Anything unusual (not an object, not JSON, a member spelled as
+    // serde_json's raw-value token, a result skipped for an id that a later
+    // duplicate `id` replaced) is read the whole-value way.
+    let Ok(p) = parts else {
+        return parse_whole(line);
+    };
+    if let Some(Value::String(method)) = p.method {
+        let params = p.params.unwrap_or_else(|| Value::Object(Map::new()));
+        let emitted_ms = p.emitted.as_ref().and_then(Value::as_u64).unwrap_or(0);
+        return Some(match p.id {
+            Some(id) => Frame::Request { id, method, params },
+            None => Frame::Notification {
+                method,
+                params,
+                emitted_ms,
+            },
+        });
+    }
+    let id = p.id.unwrap_or(Value::Null);
+    if let Some(r) = p.result {
+        let r = match r {
+            Res::Kept(v) => v,
+            Res::Skipped(for_id) if for_id == id => Value::Null,
+            Res::Skipped(_) => return parse_whole(line),
+        };
+        return Some(Frame::Response { id, outcome: Ok(r) });
+    }
+    let e = p.error?;
+    Some(Frame::Response {
+        id,
+        outcome: Err(e),
+    })
+}
+
+/// serde_json's private member name that makes a `Value` parse its string
+/// as JSON; such a line is left to [`parse_whole`].
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// A line's members as [`parse_with`] reads them (the last of a repeated
+/// member wins, as in a `Value`).
+#[derive(Default)]
+struct Parts {
+    method: Option<Value>,
+    params: Option<Value>,
+    id: Option<Value>,
+    emitted: Option<Value>,
+    result: Option<Res>,
+    error: Option<Value>,
+}
+
+/// A `result` member, kept or only checked (for this id).
+enum Res {
+    Kept(Value),
+    Skipped(Value),
+}
+
+/// The members of a frame [`parse_with`] tells apart.
+enum Member {
+    Method,
+    Params,
+    Id,
+    Emitted,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Member, E> {
+                Ok(match k {
+                    "method" => Member::Method,
+                    "params" => Member::Params,
+                    "id" => Member::Id,
+                    "emittedAtMs" => Member::Emitted,
+                    "result" => Member::Result,
+                    "error" => Member::Error,
+                    RAW_VALUE_TOKEN => return Err(E::custom("raw value token")),
+                    _ => Member::Other,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads a frame's members; `want_result` decides whether a `result` that
+/// follows its `id` is kept.
+struct FrameSeed<'a> {
+    want_result: &'a dyn Fn(&Value) -> bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FrameSeed<'_> {
+    type Value = Parts;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Parts, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FrameSeed<'_> {
+    type Value = Parts;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON-RPC object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Parts, A::Error> {
+        let mut p = Parts::default();
+        while let Some(k) = m.next_key::<Member>()? {
+            match k {
+                Member::Method => p.method = Some(m.next_value()?),
+                Member::Params => p.params = Some(m.next_value()?),
+                Member::Id => p.id = Some(m.next_value()?),
+                Member::Emitted => p.emitted = Some(m.next_value()?),
+                Member::Error => p.error = Some(m.next_value()?),
+                Member::Result => {
+                    p.result = Some(match &p.id {
+                        Some(id) if !(self.want_result)(id) => {
+                            m.next_value::<Checked>()?;
+                            Res::Skipped(id.clone())
+                        }
+                        _ => Res::Kept(m.next_value()?),
+                    })
+                }
+                Member::Other => {
+                    m.next_value::<Checked>()?;
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Any JSON value, read through the same parser paths a `Value` is read
+/// through (so with the same checks: string escapes and surrogates, number
+/// range, nesting depth), and kept nowhere.
+struct Checked;
+
+impl<'de> serde::Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {
+        d.deserialize_any(Checked)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Checked {
+    type Value = Checked;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i128<E>(self, _: i128) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u128<E>(self, _: u128) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_none<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Checked, D::Error> {
+        d.deserialize_any(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Checked, A::Error> {
+        while s.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Checked, A::Error> {
+        while m.next_key::<Member>()?.is_some() {
+            m.next_value::<Checked>()?;
+        }
+        Ok(Checked)
+    }
+}
+
+/// The whole-value reading of a line that [`parse_with`] must agree with
+/// (and falls back to for anything unusual).
+fn parse_whole(line: &[u8]) -> Option<Frame> {
     let v: Value = json_of(line).ok()?;
     let mut o = match v {
         Value::Object(o) => o,
@@ -168,42 +382,62 @@ pub fn normalise(method: &str, p: &Value) -> Option<Value> {
 /// `{method, params}` with `params` normalised.
 pub fn signature(method: &str, params: &Value) -> Option<String> {
     let norm = normalise(method, params)?;
-    let mut out = String::new();
-    canonical(
-        &serde_json::json!({"method": method, "params": norm}),
-        &mut out,
-    );
-    Some(out)
+    // `{"method":..,"params":..}`: the two members in sorted order.
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"method\":");
+    write_str(&mut out, method);
+    out.extend_from_slice(b",\"params\":");
+    canonical_into(&norm, &mut out);
+    out.push(b'}');
+    Some(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
 /// Writes `v` with object members sorted by key, recursively.
 pub fn canonical(v: &Value, out: &mut String) {
+    let mut buf = Vec::new();
+    canonical_into(v, &mut buf);
+    out.push_str(std::str::from_utf8(&buf).expect("serde_json writes UTF-8"));
+}
+
+/// Writes a string (a key) as serde_json writes it.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
+}
+
+/// Writes a scalar as serde_json writes it.
+fn write_value(out: &mut Vec<u8>, v: &Value) {
+    serde_json::to_writer(out, v).expect("writing to a Vec cannot fail");
+}
+
+/// [`canonical`] into bytes: keys and scalars as serde_json writes them,
+/// with no copy of either.
+fn canonical_into(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Object(o) => {
             let mut keys: Vec<&String> = o.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, k) in keys.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String((*k).clone()).to_string());
-                out.push(':');
-                canonical(&o[*k], out);
+                write_str(out, k.as_str());
+                out.push(b':');
+                canonical_into(&o[*k], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(a) => {
-            out.push('[');
+            out.push(b'[');
             for (i, x) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                canonical(x, out);
+                canonical_into(x, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_value(out, other),
     }
 }
 
@@ -261,6 +495,62 @@ mod tests {
         assert_eq!(signature("view/page", &b), None);
     }
 
+    /// The old, copying definition of the canonical form.
+    fn canonical_by_copies(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String((*k).clone()).to_string());
+                    out.push(':');
+                    canonical_by_copies(&o[*k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical_by_copies(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+
+    #[test]
+    fn canonical_form_is_the_copying_one() {
+        let cases = [
+            json!({"z": 1, "a": [true, null, -2, 2.5, 1e300, "x\"y\\\u{1}\u{e9}\u{1F600}"], "\u{7}k\"": {"b": {}, "a": []}}),
+            json!("plain"),
+            json!([{"sessionId": "S", "input": [{"type": "text", "text": "hi\n"}]}, 18446744073709551615u64, -9223372036854775808i64]),
+        ];
+        for v in &cases {
+            let mut want = String::new();
+            canonical_by_copies(v, &mut want);
+            let mut got = String::new();
+            canonical(v, &mut got);
+            assert_eq!(got, want);
+        }
+        let p = json!({"sessionId": "0198F0AA-1111-7000-8000-0000000000AA", "approvalId": "a\"1", "requirementId": {"approvalId": "r", "sourceIndex": 3}, "choiceId": "ok", "set": {"k\u{e9}": [1, {"x": null}]}, "expectedRevision": 4, "input": [{"type": "text", "text": "\u{2028}"}]});
+        for m in DURABLE_METHODS.iter().chain(CARRIERLESS_METHODS.iter()) {
+            let mut want = String::new();
+            canonical_by_copies(
+                &json!({"method": m, "params": normalise(m, &p).unwrap()}),
+                &mut want,
+            );
+            assert_eq!(signature(m, &p), Some(want), "{m}");
+        }
+    }
+
     #[test]
     fn json_of_reads_bytes_as_serde_json_does() {
         let cases: [&[u8]; 6] = [
@@ -274,6 +564,76 @@ mod tests {
         for b in cases {
             let want = serde_json::from_slice::<Value>(b).ok();
             assert_eq!(json_of(b).ok(), want, "{b:?}");
+        }
+    }
+
+    /// `parse_with` reads every line as the whole-value parse does; a
+    /// skipped result is `null` and nothing else differs.
+    #[test]
+    fn parse_with_agrees_with_the_whole_value_parse() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{}1{}}}"#,
+            "[".repeat(126),
+            "]".repeat(126)
+        );
+        let deeper = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{}1{}}}"#,
+            "[".repeat(127),
+            "]".repeat(127)
+        );
+        let lines: Vec<&[u8]> = vec![
+            br#"{"jsonrpc":"2.0","id":3,"result":{"a":[1,2.5,"x\u00e9",null,true]}}"#,
+            br#"{"result":{"a":1},"id":3}"#,
+            br#"{"id":3,"result":{"a":1},"id":4}"#,
+            br#"{"id":3,"result":{"a":1},"id":3}"#,
+            br#"{"id":3,"result":1,"result":2}"#,
+            br#"{"id":3,"error":{"code":-32030,"data":{"reason":"x"}}}"#,
+            br#"{"id":3,"result":{"a":"\ud800"}}"#,
+            br#"{"id":3,"result":{"a":"\ud83d\ude00"}}"#,
+            br#"{"id":3,"result":{"a":1e400}}"#,
+            br#"{"id":3,"result":{"a":1e300,"b":-0,"c":18446744073709551616}}"#,
+            br#"{"id":3,"result":{"a":"\x"}}"#,
+            br#"{"id":3,"result":{"a":1}} x"#,
+            br#"{"id":3,"result":{"a":1},}"#,
+            br#"{"id":3,"result":{"$serde_json::private::RawValue":"{\"k\":1}"}}"#,
+            br#"{"$serde_json::private::RawValue":"{\"id\":3,\"result\":1}"}"#,
+            br#"{"id":3,"junk":{"$serde_json::private::RawValue":"[1"},"result":1}"#,
+            br#"{"id":3,"junk":"a\u0000b","result":1}"#,
+            br#"{"method":"x","params":{"p":1},"emittedAtMs":5,"emittedAtMs":7}"#,
+            br#"{"method":"x","id":null}"#,
+            br#"{"method":7,"id":1,"result":2}"#,
+            br#"{"method":"x","params":[1],"result":{"big":1}}"#,
+            br#"{"jsonrpc":"2.0"}"#,
+            br#"{}"#,
+            br#"[1]"#,
+            br#""s""#,
+            b"\xff",
+            b"{\"id\":1,\"result\":\"\xff\"}",
+            b"",
+            deep.as_bytes(),
+            deeper.as_bytes(),
+        ];
+        for line in lines {
+            let whole = parse_whole(line);
+            assert_eq!(parse(line), whole, "{}", String::from_utf8_lossy(line));
+            for skip in [json!(3), json!(1), json!(4), Value::Null] {
+                let want = |id: &Value| *id != skip;
+                let want_whole = match whole.clone() {
+                    Some(Frame::Response { id, outcome: Ok(_) }) if id == skip => {
+                        Some(Frame::Response {
+                            id,
+                            outcome: Ok(Value::Null),
+                        })
+                    }
+                    other => other,
+                };
+                let got = parse_with(line, &want);
+                assert!(
+                    got == whole || got == want_whole,
+                    "{} skipping {skip}: {got:?}",
+                    String::from_utf8_lossy(line)
+                );
+            }
         }
     }
 

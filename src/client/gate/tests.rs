@@ -215,7 +215,12 @@ fn sqlite_threads_racing_on_each_request_insert_one_row_each() {
             let path = path.clone();
             let requests = requests.clone();
             std::thread::spawn(move || {
-                let mut g = Gate::new(SqliteGateStore::open(&path).expect("open"));
+                // Each admission is an fsynced transaction: on a disk busy
+                // with other work (a shared CI machine) the other thread's
+                // commits can outlast the default 5 s wait. The race is
+                // what is tested, not the timeout.
+                let store = SqliteGateStore::open_with_busy_timeout(&path, 120_000).expect("open");
+                let mut g = Gate::new(store);
                 let mut won = Vec::new();
                 for (i, r) in requests.iter().enumerate() {
                     let fresh = cid(1_000 * (t + 1) + i as u32);

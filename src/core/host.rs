@@ -1198,9 +1198,14 @@ impl Host {
     }
 
     fn wake_waiters_with(&mut self, wait: &Wait, io: IoAnswer) {
-        for conn in self.waiting_on(wait) {
+        let waiters = self.waiting_on(wait);
+        // The last waiter takes the answer itself: it may hold a whole log.
+        let last = waiters.len().saturating_sub(1);
+        let mut io = Some(io);
+        for (i, conn) in waiters.into_iter().enumerate() {
+            let answer = if i == last { io.take() } else { io.clone() };
             if let Some(p) = self.conns.get_mut(&conn).and_then(|c| c.parked.as_mut()) {
-                p.io = Some(io.clone());
+                p.io = answer;
             }
             self.resume_conn(conn);
         }

@@ -44,8 +44,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::record::{Outcome, StoredAnswer};
-use super::session::{ApprovalRec, LedgerEntry, Session, Sig, TaskRec, TurnRec, TurnStatus};
+use super::record::StoredAnswer;
+use super::session::{ApprovalRec, LedgerEntry, Session, TaskRec, TurnRec, TurnStatus};
+use crate::proto::ids::CmdKey;
 
 /// The log format a snapshot record declares: format 1 is a log of record
 /// types 1-6 with `created` first; format 2 may begin with a snapshot
@@ -310,43 +311,29 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-fn outcome_name(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Applied => "applied",
-        Outcome::Rejected { .. } => "rejected",
-        Outcome::Abandoned => "abandoned",
-    }
-}
-
 impl Session {
     /// The snapshot of this session, folded up to its current end (which
     /// becomes the archive's length once the compaction that writes it is
     /// done).
     pub fn to_snapshot(&self) -> Snapshot {
-        let mut ledger: Vec<&LedgerEntry> = self.ledger.values().collect();
-        ledger.sort_by_key(|e| e.seq);
+        let mut ledger: Vec<(&CmdKey, &LedgerEntry)> = self.ledger.iter().collect();
+        ledger.sort_by_key(|(_, e)| e.seq);
         let ledger = ledger
             .into_iter()
-            .map(|e| SnapLedger {
-                id: e.command_id.clone(),
-                method: e.method.clone(),
-                sha256: hex(&e.sig.sha256()),
+            .map(|(k, e)| SnapLedger {
+                id: k.as_sent(),
+                method: e.method().to_string(),
+                sha256: hex(&e.sig_sha256()),
                 seq: e.seq,
-                received: e.received_at,
-                answer: if e.outcome.is_none() {
-                    e.answer.clone()
+                received: e.received_at(),
+                answer: if e.is_pending() {
+                    e.answer().cloned()
                 } else {
                     None
                 },
-                outcome: e.outcome.as_ref().map(|o| outcome_name(o).to_string()),
-                settled: e.outcome.as_ref().map(|_| e.settled_at),
+                outcome: e.outcome_name().map(str::to_string),
+                settled: e.outcome_name().map(|_| e.settled_at()),
             })
-            .collect();
-        let pending: BTreeSet<&String> = self
-            .ledger
-            .iter()
-            .filter(|(_, e)| e.outcome.is_none())
-            .map(|(k, _)| k)
             .collect();
         let turns = self
             .turns
@@ -401,8 +388,8 @@ impl Session {
             effect_seen: self
                 .effect_seen
                 .iter()
-                .filter(|k| pending.contains(k))
-                .cloned()
+                .filter(|k| self.ledger.get(*k).is_some_and(LedgerEntry::is_pending))
+                .map(CmdKey::lower)
                 .collect(),
             turns,
             queue: self.queue.iter().cloned().collect(),
@@ -527,29 +514,25 @@ impl Session {
                 .collect::<VecDeque<_>>(),
             ..Session::default()
         };
-        for e in std::mem::take(&mut snap.ledger) {
-            let outcome = match e.outcome.as_deref() {
-                None => None,
-                Some("applied") => Some(Outcome::Applied),
-                Some("abandoned") => Some(Outcome::Abandoned),
-                Some(_) => Some(Outcome::Rejected { error: Value::Null }),
-            };
-            s.ledger.insert(
-                crate::proto::ids::id_key(&e.id),
-                LedgerEntry {
-                    sig: Sig::Sha256(unhex32(&e.sha256).unwrap_or([0; 32])),
-                    command_id: e.id,
-                    method: e.method,
-                    answer: e.answer,
-                    received_at: e.received,
-                    outcome,
-                    settled_at: e.settled.unwrap_or((0, 0)),
-                    durable_at: snap.archive_len,
-                    seq: e.seq,
-                },
+        let archive_len = snap.archive_len;
+        let entries = std::mem::take(&mut snap.ledger).into_iter().map(|e| {
+            let entry = LedgerEntry::restored(
+                &e.method,
+                unhex32(&e.sha256).unwrap_or([0; 32]),
+                e.answer,
+                e.outcome.as_deref(),
+                e.received,
+                e.settled.unwrap_or((0, 0)),
+                archive_len,
+                e.seq,
             );
-        }
-        s.effect_seen = std::mem::take(&mut snap.effect_seen).into_iter().collect();
+            (CmdKey::of(&e.id), entry)
+        });
+        s.ledger = entries.collect();
+        s.effect_seen = std::mem::take(&mut snap.effect_seen)
+            .iter()
+            .map(|k| CmdKey::of(k))
+            .collect();
         for t in &snap.turns {
             let status = match t.status.as_str() {
                 "queued" => TurnStatus::Queued,
@@ -631,37 +614,21 @@ impl Session {
         self.events = self.events.skip(keep_from);
         // The ledger is a persistent map (no mutable iteration): the
         // entries whose answers moved to the archive, then each changed.
-        let archived = |e: &LedgerEntry| {
-            let Some(outcome) = &e.outcome else {
-                return false;
-            };
-            let answer = e.received_at.0 < archive_len && e.answer.is_some();
-            let rejection = matches!(outcome, Outcome::Rejected { error } if !error.is_null())
-                && e.settled_at.0 < archive_len;
-            answer || rejection
-        };
-        let moved: Vec<String> = self
+        let moved: Vec<CmdKey> = self
             .ledger
             .iter()
-            .filter(|(_, e)| archived(e))
+            .filter(|(_, e)| e.holds_archived(archive_len))
             .map(|(k, _)| k.clone())
             .collect();
         for k in moved {
             let e = self.ledger.get_mut(&k).expect("an entry just seen");
-            if e.received_at.0 < archive_len {
-                e.answer = None;
-            }
-            if let Some(Outcome::Rejected { error }) = &mut e.outcome {
-                if e.settled_at.0 < archive_len {
-                    *error = Value::Null;
-                }
-            }
+            e.archive_upto(archive_len);
         }
         let ledger = &self.ledger;
         self.effect_seen = self
             .effect_seen
             .iter()
-            .filter(|k| ledger.get(*k).is_some_and(|e| e.outcome.is_none()))
+            .filter(|k| ledger.get(*k).is_some_and(LedgerEntry::is_pending))
             .cloned()
             .collect();
     }
@@ -670,7 +637,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::record::{decode_log, Answer, Record, StoredAnswer};
+    use crate::core::record::{decode_log, Answer, Outcome, Record, StoredAnswer};
     use serde_json::json;
 
     /// A session of `n` settled `state/update`s and their events.
@@ -752,10 +719,13 @@ mod tests {
         for (k, e) in &s.ledger {
             let got = &r.ledger[k];
             assert_eq!(
-                (got.sig.sha256(), got.received_at, got.settled_at),
-                (e.sig.sha256(), e.received_at, e.settled_at)
+                (got.sig_sha256(), got.received_at(), got.settled_at()),
+                (e.sig_sha256(), e.received_at(), e.settled_at())
             );
-            assert!(got.answer.is_none(), "settled answers stay in the archive");
+            assert!(
+                got.answer().is_none(),
+                "settled answers stay in the archive"
+            );
         }
         // A part missing (the log cut after the head) is damage, not a tail.
         let head_end = scan.frames[1].offset as usize;

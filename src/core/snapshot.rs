@@ -311,6 +311,44 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// A map of `entries` (in any order; of equal keys the last one wins, as
+/// inserting them in order would give) whose leaves are full.
+///
+/// Why: the B-tree splits a full leaf in halves, so keys inserted in
+/// ascending order (a restored ledger: UUIDv7 ids in intake order, nearly
+/// ascending) leave every leaf half empty, and a leaf has room for 16
+/// entries whether it holds 8 or 16. Inserting every other key first
+/// (leaves of 8) and then the rest (each falls into the leaf of its
+/// neighbours, filling it to 16 without a split) halves the nodes. The
+/// map is the same map either way; only its memory differs.
+fn dense_map<K: Ord + Clone, V: Clone>(mut entries: Vec<(K, V)>) -> imbl::OrdMap<K, V> {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // Of a run of equal keys keep the last (`dedup_by` keeps the first:
+    // move each later one into it).
+    entries.dedup_by(|later, first| {
+        if later.0 == first.0 {
+            std::mem::swap(later, first);
+            true
+        } else {
+            false
+        }
+    });
+    let mut map = imbl::OrdMap::new();
+    let (mut odd, mut i) = (Vec::with_capacity(entries.len() / 2), 0usize);
+    for kv in entries {
+        if i % 2 == 0 {
+            map.insert(kv.0, kv.1);
+        } else {
+            odd.push(kv);
+        }
+        i += 1;
+    }
+    for (k, v) in odd {
+        map.insert(k, v);
+    }
+    map
+}
+
 impl Session {
     /// The snapshot of this session, folded up to its current end (which
     /// becomes the archive's length once the compaction that writes it is
@@ -528,7 +566,7 @@ impl Session {
             );
             (CmdKey::of(&e.id), entry)
         });
-        s.ledger = entries.collect();
+        s.ledger = dense_map(entries.collect());
         s.effect_seen = std::mem::take(&mut snap.effect_seen)
             .iter()
             .map(|k| CmdKey::of(k))
@@ -691,6 +729,37 @@ mod tests {
             );
         }
         (s, log)
+    }
+
+    #[test]
+    fn a_dense_map_is_the_map_of_its_entries_inserted_in_order() {
+        // Keys in a scrambled order with repeats that differ in case: the
+        // last of equal keys wins, key (its spelling) and value.
+        let ids: Vec<String> = (0..1000u32)
+            .map(|i| {
+                let n = (i * 7919) % 613;
+                let id = format!("018f6a1e-9b3c-7c21-a54a-{n:012x}");
+                if i % 3 == 0 {
+                    id.to_uppercase()
+                } else {
+                    id
+                }
+            })
+            .collect();
+        let entries: Vec<(CmdKey, u32)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (CmdKey::of(id), i as u32))
+            .collect();
+        let mut want = imbl::OrdMap::new();
+        for (k, v) in entries.clone() {
+            want.insert(k, v);
+        }
+        let got = dense_map(entries);
+        let spelt = |m: &imbl::OrdMap<CmdKey, u32>| -> Vec<(String, u32)> {
+            m.iter().map(|(k, v)| (k.as_sent(), *v)).collect()
+        };
+        assert_eq!(spelt(&got), spelt(&want));
     }
 
     #[test]

@@ -1026,8 +1026,10 @@ mod tests {
     #[test]
     fn a_ledger_row_is_small_and_keeps_what_it_was_given() {
         // The key and entry of an archived command: no heap at all.
-        assert_eq!(std::mem::size_of::<CmdKey>(), 24);
-        assert_eq!(std::mem::size_of::<LedgerEntry>(), 88);
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!(std::mem::size_of::<CmdKey>(), 24);
+            assert_eq!(std::mem::size_of::<LedgerEntry>(), 88);
+        }
         let answer = StoredAnswer::new(&Answer::Result(json!({"revision": 1})));
         let mut e = LedgerEntry::received("x/y", "sig".into(), answer.clone(), (5, 6), 11, 1);
         assert_eq!(e.method(), "x/y", "a method outside the known ones");

@@ -10,7 +10,7 @@ use super::session::{Replay, TurnStatus};
 use super::{ConnId, Durability, HistoryResult, OpenMode, OpenResult, ReadResult};
 use crate::proto::canonical::signature;
 use crate::proto::envelope::RequestId;
-use crate::proto::ids::{id_key, mint_uuid_v7};
+use crate::proto::ids::{id_key, mint_uuid_v7, CmdKey};
 use crate::proto::params::{Command, CommandRequest, IfBusy, Parsed};
 use crate::proto::RpcError;
 
@@ -157,9 +157,9 @@ impl Host {
 
     fn ledger_check(&self, sid: &str, key: &str, sig: &str) -> Ledger {
         let l = self.loaded(sid).expect("loaded");
-        if let Some(e) = l.s.ledger.get(key) {
+        if let Some((id, e)) = l.s.ledger.get_key_value(&CmdKey::of(key)) {
             if e.same_payload(sig) || self.bugs.has(Bug::SkipPayloadCheck) {
-                return Ledger::Replay(e.replay_answer(), e.durable_at);
+                return Ledger::Replay(e.replay_answer(id), e.durable_at);
             }
             return Ledger::Conflict;
         }
@@ -369,7 +369,7 @@ impl Host {
                 .expect("loaded")
                 .s
                 .ledger
-                .contains_key(&key);
+                .contains_key(&CmdKey::of(&key));
         if !fresh && !lost_own_intake {
             match self.ledger_check(&sid, &key, &sig) {
                 Ledger::Replay(replay, at) => {
@@ -567,7 +567,7 @@ impl Host {
             .expect("loaded")
             .s
             .ledger
-            .contains_key(&key)
+            .contains_key(&CmdKey::of(&key))
         {
             self.respond_err(conn, id, conflict(c));
             return;

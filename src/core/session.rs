@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde_json::{json, Map, Value};
 
 use super::record::{Answer, Outcome, Record, StoredAnswer};
-use crate::proto::ids::id_key;
+use crate::proto::ids::CmdKey;
 
 /// Where a turn stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,8 @@ pub struct TurnRec {
 }
 
 /// One entry of the command ledger: what durable dedupe and payload
-/// identity need forever, in a compact form.
+/// identity need forever, in a compact form. The command id is the
+/// ledger's key ([`CmdKey`]: the id as first sent).
 ///
 /// The payload signature is kept as its SHA-256 (32 bytes, whatever the
 /// payload's size): two payloads are the same exactly when their canonical
@@ -49,30 +50,69 @@ pub struct TurnRec {
 /// record is compacted into the session's archive; after that a replay
 /// reads it back from the archive at `received_at` (or the rejection from
 /// the `settled` record at `settled_at`).
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Why this shape: a ledger holds an entry per command ever admitted (a
+/// third of a million for a log of a million records), and almost all of
+/// them are settled and archived. Those need only fixed-size fields (88
+/// bytes here, no heap); what only recent entries hold (the answer, a
+/// rejection, the signature's text before it is hashed, a method outside
+/// the known ones) sits in one boxed [`Recent`] part that archived entries
+/// do without.
+#[derive(Clone)]
 pub struct LedgerEntry {
-    /// `commandId` as first sent.
-    pub command_id: String,
-    /// The method.
-    pub method: String,
-    /// The payload signature (RFC 8785 bytes), or its SHA-256.
-    pub sig: Sig,
-    /// The admission answer, while it is in memory (`None`: archived).
-    pub answer: Option<StoredAnswer>,
-    /// Logical offset and length of the `received` record.
-    pub received_at: (u64, u32),
-    /// The terminal outcome, once settled. A rejection whose `settled`
-    /// record was archived keeps `error: null` here (read it back from
-    /// `settled_at`).
-    pub outcome: Option<Outcome>,
-    /// Logical offset and length of the `settled` record (when settled).
-    pub settled_at: (u64, u32),
+    received_at: u64,
+    settled_at: u64,
     /// Log offset just after the record that justifies the current answer
     /// (the `received`, then the `settled`): a replay waits for it.
     pub durable_at: u64,
     /// Intake order within the session.
     pub seq: u64,
+    received_len: u32,
+    settled_len: u32,
+    /// The signature's SHA-256 (unused while `recent` holds the text).
+    sha256: [u8; 32],
+    method: u8,
+    outcome: Settled,
+    recent: Option<Box<Recent>>,
 }
+
+/// What a ledger entry holds only while it is recent (see
+/// [`LedgerEntry`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Recent {
+    /// The admission answer, while it is in memory.
+    answer: Option<StoredAnswer>,
+    /// The rejection of a `Rejected` entry, while it is in memory.
+    error: Option<Value>,
+    /// The payload signature's text, not hashed yet.
+    sig: Option<String>,
+    /// The method, when it is none of [`METHODS`].
+    method: Option<Box<str>>,
+}
+
+/// An entry's outcome, without the rejection's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    Pending,
+    Applied,
+    Rejected,
+    Abandoned,
+}
+
+/// The methods a ledger entry names by index (every method with a
+/// ledger row); any other (a foreign log) is kept as text.
+const METHODS: [&str; 7] = [
+    "session/start",
+    "session/resume",
+    "turn/start",
+    "turn/steer",
+    "turn/unqueue",
+    "approval/decide",
+    "state/update",
+];
+
+/// The index of a method kept as text.
+const OTHER_METHOD: u8 = u8::MAX;
 
 /// Where a replay's answer comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,85 +138,278 @@ pub fn sig_hash(signature: &str) -> [u8; 32] {
     Sha256::digest(signature.as_bytes()).into()
 }
 
-/// A ledger entry's payload signature: the text its `received` record
-/// carries (a fold of the log keeps it, and hashes it only when a snapshot
-/// is written: a load folds every record, and hashing each was a tenth of
-/// it), or the SHA-256 a snapshot restored. Two are equal when their
-/// SHA-256 is.
-#[derive(Debug, Clone)]
-pub enum Sig {
-    /// The signature itself.
-    Text(String),
-    /// Its SHA-256.
-    Sha256([u8; 32]),
-}
-
-impl Sig {
-    /// The SHA-256 of the signature.
-    pub fn sha256(&self) -> [u8; 32] {
-        match self {
-            Sig::Text(t) => sig_hash(t),
-            Sig::Sha256(h) => *h,
-        }
-    }
-
-    /// Whether `signature` is this one.
-    pub fn matches(&self, signature: &str) -> bool {
-        match self {
-            Sig::Text(t) => t == signature,
-            Sig::Sha256(h) => *h == sig_hash(signature),
-        }
-    }
-}
-
-impl PartialEq for Sig {
-    fn eq(&self, other: &Sig) -> bool {
-        match (self, other) {
-            (Sig::Text(a), Sig::Text(b)) => a == b,
-            _ => self.sha256() == other.sha256(),
-        }
-    }
-}
-
 impl LedgerEntry {
+    /// A new entry: a `received` record at `received_at`, whose payload
+    /// signature is `sig` (its text as the record carries it: a fold of
+    /// the log hashes it only when a snapshot is written, as a load folds
+    /// every record and hashing each was a tenth of it).
+    pub fn received(
+        method: &str,
+        sig: String,
+        answer: StoredAnswer,
+        received_at: (u64, u32),
+        durable_at: u64,
+        seq: u64,
+    ) -> LedgerEntry {
+        let mut e = LedgerEntry::blank(method, received_at, durable_at, seq);
+        let r = e.recent_mut();
+        r.sig = Some(sig);
+        r.answer = Some(answer);
+        e
+    }
+
+    /// An entry restored from a snapshot: the signature's SHA-256, and the
+    /// answer while the command is pending. A settled entry's answer and
+    /// rejection stay in the archive.
+    #[allow(clippy::too_many_arguments)]
+    pub fn restored(
+        method: &str,
+        sha256: [u8; 32],
+        answer: Option<StoredAnswer>,
+        outcome: Option<&str>,
+        received_at: (u64, u32),
+        settled_at: (u64, u32),
+        durable_at: u64,
+        seq: u64,
+    ) -> LedgerEntry {
+        let mut e = LedgerEntry::blank(method, received_at, durable_at, seq);
+        e.sha256 = sha256;
+        if answer.is_some() {
+            e.recent_mut().answer = answer;
+        }
+        e.outcome = match outcome {
+            None => Settled::Pending,
+            Some("applied") => Settled::Applied,
+            Some("abandoned") => Settled::Abandoned,
+            Some(_) => Settled::Rejected,
+        };
+        (e.settled_at, e.settled_len) = settled_at;
+        e
+    }
+
+    fn blank(method: &str, received_at: (u64, u32), durable_at: u64, seq: u64) -> LedgerEntry {
+        let index = METHODS.iter().position(|m| *m == method);
+        let mut e = LedgerEntry {
+            received_at: received_at.0,
+            settled_at: 0,
+            durable_at,
+            seq,
+            received_len: received_at.1,
+            settled_len: 0,
+            sha256: [0; 32],
+            method: index.map_or(OTHER_METHOD, |i| i as u8),
+            outcome: Settled::Pending,
+            recent: None,
+        };
+        if index.is_none() {
+            e.recent_mut().method = Some(method.into());
+        }
+        e
+    }
+
+    fn recent_mut(&mut self) -> &mut Recent {
+        self.recent.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the recent part when nothing is left in it.
+    fn tidy(&mut self) {
+        if self.recent.as_deref() == Some(&Recent::default()) {
+            self.recent = None;
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> &str {
+        match METHODS.get(usize::from(self.method)) {
+            Some(m) => m,
+            None => self
+                .recent
+                .as_ref()
+                .and_then(|r| r.method.as_deref())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The admission answer, while it is in memory (`None`: archived).
+    pub fn answer(&self) -> Option<&StoredAnswer> {
+        self.recent.as_ref()?.answer.as_ref()
+    }
+
+    /// Logical offset and length of the `received` record.
+    pub fn received_at(&self) -> (u64, u32) {
+        (self.received_at, self.received_len)
+    }
+
+    /// Logical offset and length of the `settled` record (when settled).
+    pub fn settled_at(&self) -> (u64, u32) {
+        (self.settled_at, self.settled_len)
+    }
+
+    /// Not settled yet.
+    pub fn is_pending(&self) -> bool {
+        self.outcome == Settled::Pending
+    }
+
+    /// The outcome's name (`applied`, `rejected`, `abandoned`), once
+    /// settled.
+    pub fn outcome_name(&self) -> Option<&'static str> {
+        match self.outcome {
+            Settled::Pending => None,
+            Settled::Applied => Some("applied"),
+            Settled::Rejected => Some("rejected"),
+            Settled::Abandoned => Some("abandoned"),
+        }
+    }
+
+    /// The terminal outcome, once settled. A rejection whose `settled`
+    /// record was archived has `error: null` (read it back from
+    /// `settled_at`).
+    pub fn outcome(&self) -> Option<Outcome> {
+        Some(match self.outcome {
+            Settled::Pending => return None,
+            Settled::Applied => Outcome::Applied,
+            Settled::Abandoned => Outcome::Abandoned,
+            Settled::Rejected => Outcome::Rejected {
+                error: self
+                    .recent
+                    .as_ref()
+                    .and_then(|r| r.error.clone())
+                    .unwrap_or(Value::Null),
+            },
+        })
+    }
+
+    /// Settles the entry by the `settled` record at `settled_at`.
+    pub fn settle(&mut self, outcome: Outcome, settled_at: (u64, u32), durable_at: u64) {
+        self.outcome = match outcome {
+            Outcome::Applied => Settled::Applied,
+            Outcome::Abandoned => Settled::Abandoned,
+            Outcome::Rejected { error } => {
+                if !error.is_null() {
+                    self.recent_mut().error = Some(error);
+                }
+                Settled::Rejected
+            }
+        };
+        (self.settled_at, self.settled_len) = settled_at;
+        self.durable_at = durable_at;
+    }
+
+    /// Whether [`LedgerEntry::archive_upto`] would change anything.
+    pub(crate) fn holds_archived(&self, archive_len: u64) -> bool {
+        let Some(r) = &self.recent else { return false };
+        if self.outcome == Settled::Pending {
+            return false;
+        }
+        let answer = self.received_at < archive_len && r.answer.is_some();
+        let rejection = r.error.is_some() && self.settled_at < archive_len;
+        answer || rejection
+    }
+
+    /// Forgets what the archive (now `archive_len` long) holds of a settled
+    /// entry: its answer and rejection are read back from there. The
+    /// signature is hashed once its answer leaves memory.
+    pub(crate) fn archive_upto(&mut self, archive_len: u64) {
+        let (received_at, settled_at) = (self.received_at, self.settled_at);
+        let mut sha = None;
+        if let Some(r) = &mut self.recent {
+            if received_at < archive_len {
+                r.answer = None;
+                if let Some(sig) = r.sig.take() {
+                    sha = Some(sig_hash(&sig));
+                }
+            }
+            if settled_at < archive_len {
+                r.error = None;
+            }
+        }
+        if let Some(h) = sha {
+            self.sha256 = h;
+        }
+        self.tidy();
+    }
+
+    /// The SHA-256 of the payload signature.
+    pub fn sig_sha256(&self) -> [u8; 32] {
+        match self.recent.as_ref().and_then(|r| r.sig.as_deref()) {
+            Some(t) => sig_hash(t),
+            None => self.sha256,
+        }
+    }
+
     /// `turnId` of the admission ack, if any (pending entries keep their
     /// answer in memory).
     pub fn answer_turn_id(&self) -> Option<String> {
-        self.answer.as_ref()?.result_str("turnId")
+        self.answer()?.result_str("turnId")
     }
 
     /// `disposition` of a `turn/start` ack, if any.
     pub fn answer_disposition(&self) -> Option<String> {
-        self.answer.as_ref()?.result_str("disposition")
+        self.answer()?.result_str("disposition")
     }
 
     /// Whether `signature` is this entry's payload.
     pub fn same_payload(&self, signature: &str) -> bool {
-        self.sig.matches(signature)
+        match self.recent.as_ref().and_then(|r| r.sig.as_deref()) {
+            Some(t) => t == signature,
+            None => self.sha256 == sig_hash(signature),
+        }
     }
 
-    /// What a replay of this command answers now.
-    pub fn replay_answer(&self) -> Replay {
-        match &self.outcome {
-            Some(Outcome::Rejected { error }) if error.is_null() => Replay::Archived {
-                at: self.settled_at.0,
-                len: self.settled_at.1,
-                settled: true,
+    /// What a replay of this command (`command_id`: its key) answers now.
+    pub fn replay_answer(&self, command_id: &CmdKey) -> Replay {
+        let error = self.recent.as_ref().and_then(|r| r.error.as_ref());
+        match self.outcome {
+            Settled::Rejected => match error {
+                None => Replay::Archived {
+                    at: self.settled_at,
+                    len: self.settled_len,
+                    settled: true,
+                },
+                Some(error) => Replay::Now(Answer::Error(error.clone())),
             },
-            Some(Outcome::Rejected { error }) => Replay::Now(Answer::Error(error.clone())),
-            Some(Outcome::Abandoned) => Replay::Now(Answer::Error(abandoned_error(
-                &self.method,
-                &self.command_id,
+            Settled::Abandoned => Replay::Now(Answer::Error(abandoned_error(
+                self.method(),
+                &command_id.as_sent(),
             ))),
-            Some(Outcome::Applied) | None => match &self.answer {
+            Settled::Applied | Settled::Pending => match self.answer() {
                 Some(a) => Replay::Now(a.to_answer()),
                 None => Replay::Archived {
-                    at: self.received_at.0,
-                    len: self.received_at.1,
+                    at: self.received_at,
+                    len: self.received_len,
                     settled: false,
                 },
             },
         }
+    }
+}
+
+impl std::fmt::Debug for LedgerEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerEntry")
+            .field("method", &self.method())
+            .field("sig_sha256", &self.sig_sha256())
+            .field("answer", &self.answer())
+            .field("received_at", &self.received_at())
+            .field("outcome", &self.outcome())
+            .field("settled_at", &self.settled_at())
+            .field("durable_at", &self.durable_at)
+            .field("seq", &self.seq)
+            .finish()
+    }
+}
+
+impl PartialEq for LedgerEntry {
+    /// The same command state (payloads compared by their SHA-256).
+    fn eq(&self, other: &LedgerEntry) -> bool {
+        self.method() == other.method()
+            && self.answer() == other.answer()
+            && self.received_at() == other.received_at()
+            && self.outcome() == other.outcome()
+            && self.settled_at() == other.settled_at()
+            && self.durable_at == other.durable_at
+            && self.seq == other.seq
+            && self.sig_sha256() == other.sig_sha256()
     }
 }
 
@@ -276,11 +509,11 @@ pub struct Session {
     pub workspace_root: Option<String>,
     /// The command that created it.
     pub start_command_id: String,
-    /// The durable ledger, keyed by lowercase command id.
-    pub ledger: imbl::OrdMap<String, LedgerEntry>,
+    /// The durable ledger, keyed by command id (compared without case).
+    pub ledger: imbl::OrdMap<CmdKey, LedgerEntry>,
     pub(crate) next_seq: u64,
     /// Commands whose effect has a durable record.
-    pub effect_seen: imbl::OrdSet<String>,
+    pub effect_seen: imbl::OrdSet<CmdKey>,
     /// Turns by id.
     pub turns: imbl::OrdMap<String, TurnRec>,
     /// Queued turns in launch order.
@@ -405,7 +638,7 @@ impl Session {
                 answer,
                 at_ms,
             } => {
-                let key = id_key(&command_id);
+                let key = CmdKey::of(&command_id);
                 self.next_seq += 1;
                 if method == "session/resume" && answer.is_result() {
                     self.resumed = true;
@@ -429,17 +662,14 @@ impl Session {
                 }
                 let prev = self.ledger.insert(
                     key,
-                    LedgerEntry {
-                        command_id,
-                        method,
-                        sig: Sig::Text(signature),
-                        answer: Some(answer),
-                        received_at: span,
-                        outcome: None,
-                        settled_at: (0, 0),
-                        durable_at: end_offset,
-                        seq: self.next_seq,
-                    },
+                    LedgerEntry::received(
+                        &method,
+                        signature,
+                        answer,
+                        span,
+                        end_offset,
+                        self.next_seq,
+                    ),
                 );
                 debug_assert!(prev.is_none(), "a command id is received once");
             }
@@ -447,11 +677,9 @@ impl Session {
                 command_id,
                 outcome,
             } => {
-                if let Some(e) = self.ledger.get_mut(&id_key(&command_id)) {
-                    debug_assert!(e.outcome.is_none(), "a command settles once");
-                    e.outcome = Some(outcome);
-                    e.settled_at = span;
-                    e.durable_at = end_offset;
+                if let Some(e) = self.ledger.get_mut(&CmdKey::of(&command_id)) {
+                    debug_assert!(e.is_pending(), "a command settles once");
+                    e.settle(outcome, span, end_offset);
                 }
             }
             Record::Event {
@@ -464,7 +692,7 @@ impl Session {
                 debug_assert_eq!(n, self.head_n() + 1, "durable ordinals are dense");
                 self.updated_at_ms = self.updated_at_ms.max(emitted_at_ms);
                 if let Some(c) = cause {
-                    self.effect_seen.insert(id_key(&c));
+                    self.effect_seen.insert(CmdKey::of(&c));
                 }
                 if let Some(stream) = params.get("sourceRange") {
                     let key = stream_key(&stream["stream"]);
@@ -620,14 +848,11 @@ impl Session {
 
     /// Unsettled intakes in intake order (`pendingCommands`).
     pub fn pending_commands(&self) -> Vec<Value> {
-        let mut v: Vec<&LedgerEntry> = self
-            .ledger
-            .values()
-            .filter(|e| e.outcome.is_none())
-            .collect();
-        v.sort_by_key(|e| e.seq);
+        let mut v: Vec<(&CmdKey, &LedgerEntry)> =
+            self.ledger.iter().filter(|(_, e)| e.is_pending()).collect();
+        v.sort_by_key(|(_, e)| e.seq);
         v.iter()
-            .map(|e| json!({"commandId": e.command_id, "method": e.method}))
+            .map(|(k, e)| json!({"commandId": k.as_sent(), "method": e.method()}))
             .collect()
     }
 
@@ -789,11 +1014,58 @@ mod tests {
             40,
         );
         assert!(s.pending_commands().is_empty());
-        assert_eq!(s.ledger["c1"].durable_at, 40);
+        let (id, e) = s.ledger.get_key_value(&CmdKey::of("c1")).expect("kept");
+        assert_eq!(id.as_sent(), "C1", "the id as sent");
+        assert_eq!(e.durable_at, 40);
         assert_eq!(
-            s.ledger["c1"].replay_answer(),
+            e.replay_answer(id),
             Replay::Now(Answer::Error(abandoned_error("turn/start", "C1")))
         );
+    }
+
+    #[test]
+    fn a_ledger_row_is_small_and_keeps_what_it_was_given() {
+        // The key and entry of an archived command: no heap at all.
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!(std::mem::size_of::<CmdKey>(), 24);
+            assert_eq!(std::mem::size_of::<LedgerEntry>(), 88);
+        }
+        let answer = StoredAnswer::new(&Answer::Result(json!({"revision": 1})));
+        let mut e = LedgerEntry::received("x/y", "sig".into(), answer.clone(), (5, 6), 11, 1);
+        assert_eq!(e.method(), "x/y", "a method outside the known ones");
+        assert!(e.same_payload("sig") && !e.same_payload("gis"));
+        let error = json!({"code": 1});
+        e.settle(
+            Outcome::Rejected {
+                error: error.clone(),
+            },
+            (11, 4),
+            15,
+        );
+        assert_eq!(
+            e.replay_answer(&CmdKey::of("c")),
+            Replay::Now(Answer::Error(error))
+        );
+        let before = e.clone();
+        e.archive_upto(16);
+        assert_eq!(e.method(), "x/y");
+        assert!(e.same_payload("sig") && !e.same_payload("gis"));
+        assert_eq!(e.sig_sha256(), before.sig_sha256());
+        assert_eq!(e.answer(), None);
+        assert_eq!(
+            e.replay_answer(&CmdKey::of("c")),
+            Replay::Archived {
+                at: 11,
+                len: 4,
+                settled: true
+            }
+        );
+        let mut e = LedgerEntry::received("state/update", "s".into(), answer, (5, 6), 11, 2);
+        e.settle(Outcome::Applied, (11, 4), 15);
+        e.archive_upto(16);
+        assert!(e.recent.is_none(), "an archived entry keeps nothing boxed");
+        assert!(e.same_payload("s"));
+        assert_eq!(e.method(), "state/update");
     }
 
     #[test]

@@ -44,8 +44,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::record::{Outcome, StoredAnswer};
-use super::session::{ApprovalRec, LedgerEntry, Session, Sig, TaskRec, TurnRec, TurnStatus};
+use super::record::StoredAnswer;
+use super::session::{ApprovalRec, LedgerEntry, Session, TaskRec, TurnRec, TurnStatus};
+use crate::proto::ids::CmdKey;
 
 /// The log format a snapshot record declares: format 1 is a log of record
 /// types 1-6 with `created` first; format 2 may begin with a snapshot
@@ -310,12 +311,42 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-fn outcome_name(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Applied => "applied",
-        Outcome::Rejected { .. } => "rejected",
-        Outcome::Abandoned => "abandoned",
+/// A map of `entries` (in any order; of equal keys the last one wins, as
+/// inserting them in order would give) whose leaves are full.
+///
+/// Why: the B-tree splits a full leaf in halves, so keys inserted in
+/// ascending order (a restored ledger: UUIDv7 ids in intake order, nearly
+/// ascending) leave every leaf half empty, and a leaf has room for 16
+/// entries whether it holds 8 or 16. Inserting every other key first
+/// (leaves of 8) and then the rest (each falls into the leaf of its
+/// neighbours, filling it to 16 without a split) halves the nodes. The
+/// map is the same map either way; only its memory differs.
+fn dense_map<K: Ord + Clone, V: Clone>(mut entries: Vec<(K, V)>) -> imbl::OrdMap<K, V> {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // Of a run of equal keys keep the last (`dedup_by` keeps the first:
+    // move each later one into it).
+    entries.dedup_by(|later, first| {
+        if later.0 == first.0 {
+            std::mem::swap(later, first);
+            true
+        } else {
+            false
+        }
+    });
+    let mut map = imbl::OrdMap::new();
+    let (mut odd, mut i) = (Vec::with_capacity(entries.len() / 2), 0usize);
+    for kv in entries {
+        if i % 2 == 0 {
+            map.insert(kv.0, kv.1);
+        } else {
+            odd.push(kv);
+        }
+        i += 1;
     }
+    for (k, v) in odd {
+        map.insert(k, v);
+    }
+    map
 }
 
 impl Session {
@@ -323,30 +354,24 @@ impl Session {
     /// becomes the archive's length once the compaction that writes it is
     /// done).
     pub fn to_snapshot(&self) -> Snapshot {
-        let mut ledger: Vec<&LedgerEntry> = self.ledger.values().collect();
-        ledger.sort_by_key(|e| e.seq);
+        let mut ledger: Vec<(&CmdKey, &LedgerEntry)> = self.ledger.iter().collect();
+        ledger.sort_by_key(|(_, e)| e.seq);
         let ledger = ledger
             .into_iter()
-            .map(|e| SnapLedger {
-                id: e.command_id.clone(),
-                method: e.method.clone(),
-                sha256: hex(&e.sig.sha256()),
+            .map(|(k, e)| SnapLedger {
+                id: k.as_sent(),
+                method: e.method().to_string(),
+                sha256: hex(&e.sig_sha256()),
                 seq: e.seq,
-                received: e.received_at,
-                answer: if e.outcome.is_none() {
-                    e.answer.clone()
+                received: e.received_at(),
+                answer: if e.is_pending() {
+                    e.answer().cloned()
                 } else {
                     None
                 },
-                outcome: e.outcome.as_ref().map(|o| outcome_name(o).to_string()),
-                settled: e.outcome.as_ref().map(|_| e.settled_at),
+                outcome: e.outcome_name().map(str::to_string),
+                settled: e.outcome_name().map(|_| e.settled_at()),
             })
-            .collect();
-        let pending: BTreeSet<&String> = self
-            .ledger
-            .iter()
-            .filter(|(_, e)| e.outcome.is_none())
-            .map(|(k, _)| k)
             .collect();
         let turns = self
             .turns
@@ -401,8 +426,8 @@ impl Session {
             effect_seen: self
                 .effect_seen
                 .iter()
-                .filter(|k| pending.contains(k))
-                .cloned()
+                .filter(|k| self.ledger.get(*k).is_some_and(LedgerEntry::is_pending))
+                .map(CmdKey::lower)
                 .collect(),
             turns,
             queue: self.queue.iter().cloned().collect(),
@@ -527,29 +552,25 @@ impl Session {
                 .collect::<VecDeque<_>>(),
             ..Session::default()
         };
-        for e in std::mem::take(&mut snap.ledger) {
-            let outcome = match e.outcome.as_deref() {
-                None => None,
-                Some("applied") => Some(Outcome::Applied),
-                Some("abandoned") => Some(Outcome::Abandoned),
-                Some(_) => Some(Outcome::Rejected { error: Value::Null }),
-            };
-            s.ledger.insert(
-                crate::proto::ids::id_key(&e.id),
-                LedgerEntry {
-                    sig: Sig::Sha256(unhex32(&e.sha256).unwrap_or([0; 32])),
-                    command_id: e.id,
-                    method: e.method,
-                    answer: e.answer,
-                    received_at: e.received,
-                    outcome,
-                    settled_at: e.settled.unwrap_or((0, 0)),
-                    durable_at: snap.archive_len,
-                    seq: e.seq,
-                },
+        let archive_len = snap.archive_len;
+        let entries = std::mem::take(&mut snap.ledger).into_iter().map(|e| {
+            let entry = LedgerEntry::restored(
+                &e.method,
+                unhex32(&e.sha256).unwrap_or([0; 32]),
+                e.answer,
+                e.outcome.as_deref(),
+                e.received,
+                e.settled.unwrap_or((0, 0)),
+                archive_len,
+                e.seq,
             );
-        }
-        s.effect_seen = std::mem::take(&mut snap.effect_seen).into_iter().collect();
+            (CmdKey::of(&e.id), entry)
+        });
+        s.ledger = dense_map(entries.collect());
+        s.effect_seen = std::mem::take(&mut snap.effect_seen)
+            .iter()
+            .map(|k| CmdKey::of(k))
+            .collect();
         for t in &snap.turns {
             let status = match t.status.as_str() {
                 "queued" => TurnStatus::Queued,
@@ -631,37 +652,21 @@ impl Session {
         self.events = self.events.skip(keep_from);
         // The ledger is a persistent map (no mutable iteration): the
         // entries whose answers moved to the archive, then each changed.
-        let archived = |e: &LedgerEntry| {
-            let Some(outcome) = &e.outcome else {
-                return false;
-            };
-            let answer = e.received_at.0 < archive_len && e.answer.is_some();
-            let rejection = matches!(outcome, Outcome::Rejected { error } if !error.is_null())
-                && e.settled_at.0 < archive_len;
-            answer || rejection
-        };
-        let moved: Vec<String> = self
+        let moved: Vec<CmdKey> = self
             .ledger
             .iter()
-            .filter(|(_, e)| archived(e))
+            .filter(|(_, e)| e.holds_archived(archive_len))
             .map(|(k, _)| k.clone())
             .collect();
         for k in moved {
             let e = self.ledger.get_mut(&k).expect("an entry just seen");
-            if e.received_at.0 < archive_len {
-                e.answer = None;
-            }
-            if let Some(Outcome::Rejected { error }) = &mut e.outcome {
-                if e.settled_at.0 < archive_len {
-                    *error = Value::Null;
-                }
-            }
+            e.archive_upto(archive_len);
         }
         let ledger = &self.ledger;
         self.effect_seen = self
             .effect_seen
             .iter()
-            .filter(|k| ledger.get(*k).is_some_and(|e| e.outcome.is_none()))
+            .filter(|k| ledger.get(*k).is_some_and(LedgerEntry::is_pending))
             .cloned()
             .collect();
     }
@@ -670,7 +675,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::record::{decode_log, Answer, Record, StoredAnswer};
+    use crate::core::record::{decode_log, Answer, Outcome, Record, StoredAnswer};
     use serde_json::json;
 
     /// A session of `n` settled `state/update`s and their events.
@@ -727,6 +732,37 @@ mod tests {
     }
 
     #[test]
+    fn a_dense_map_is_the_map_of_its_entries_inserted_in_order() {
+        // Keys in a scrambled order with repeats that differ in case: the
+        // last of equal keys wins, key (its spelling) and value.
+        let ids: Vec<String> = (0..1000u32)
+            .map(|i| {
+                let n = (i * 7919) % 613;
+                let id = format!("018f6a1e-9b3c-7c21-a54a-{n:012x}");
+                if i % 3 == 0 {
+                    id.to_uppercase()
+                } else {
+                    id
+                }
+            })
+            .collect();
+        let entries: Vec<(CmdKey, u32)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (CmdKey::of(id), i as u32))
+            .collect();
+        let mut want = imbl::OrdMap::new();
+        for (k, v) in entries.clone() {
+            want.insert(k, v);
+        }
+        let got = dense_map(entries);
+        let spelt = |m: &imbl::OrdMap<CmdKey, u32>| -> Vec<(String, u32)> {
+            m.iter().map(|(k, v)| (k.as_sent(), *v)).collect()
+        };
+        assert_eq!(spelt(&got), spelt(&want));
+    }
+
+    #[test]
     fn a_long_ledger_spans_snapshot_parts_and_restores_whole() {
         let n = PART_LEDGER_ENTRIES as u32 * 2 + 7;
         let (s, log) = big_session(n);
@@ -752,10 +788,13 @@ mod tests {
         for (k, e) in &s.ledger {
             let got = &r.ledger[k];
             assert_eq!(
-                (got.sig.sha256(), got.received_at, got.settled_at),
-                (e.sig.sha256(), e.received_at, e.settled_at)
+                (got.sig_sha256(), got.received_at(), got.settled_at()),
+                (e.sig_sha256(), e.received_at(), e.settled_at())
             );
-            assert!(got.answer.is_none(), "settled answers stay in the archive");
+            assert!(
+                got.answer().is_none(),
+                "settled answers stay in the archive"
+            );
         }
         // A part missing (the log cut after the head) is damage, not a tail.
         let head_end = scan.frames[1].offset as usize;

@@ -8,9 +8,9 @@ use super::agent::{Step, TurnInput};
 use super::bugs::Bug;
 use super::host::{EffectWait, Host, Run, Staged};
 use super::record::{Outcome, Record};
-use super::session::TurnStatus;
+use super::session::{LedgerEntry, TurnStatus};
 use super::{CrashPoint, Durability, EffectMode, EffectOutcome, Output};
-use crate::proto::ids::id_key;
+use crate::proto::ids::CmdKey;
 
 /// The stream kind of an approval's review records (PROTOCOL.md 4.5).
 pub(crate) const APPROVAL_STREAM: &str = "approval.review";
@@ -214,8 +214,8 @@ impl Host {
     fn settle_if_pending(&mut self, sid: &str, command_id: &str, outcome: Outcome) {
         let pending = self
             .loaded(sid)
-            .and_then(|l| l.s.ledger.get(&id_key(command_id)))
-            .is_some_and(|e| e.outcome.is_none());
+            .and_then(|l| l.s.ledger.get(&CmdKey::of(command_id)))
+            .is_some_and(LedgerEntry::is_pending);
         if pending {
             self.settle(sid, command_id, outcome);
         }
@@ -742,20 +742,20 @@ impl Host {
     /// 4.4): settle intakes, end the dead turn, tasks and approvals,
     /// reconcile in-flight effects.
     pub(crate) fn recover(&mut self, sid: &str, _running: Option<String>) {
-        let entries: Vec<(String, String, u64)> = {
+        let entries: Vec<(CmdKey, String, u64)> = {
             let l = self.loaded(sid).expect("loaded");
             let mut v: Vec<_> =
                 l.s.ledger
-                    .values()
-                    .filter(|e| e.outcome.is_none())
-                    .map(|e| (e.command_id.clone(), e.method.clone(), e.seq))
+                    .iter()
+                    .filter(|(_, e)| e.is_pending())
+                    .map(|(k, e)| (k.clone(), e.method().to_string(), e.seq))
                     .collect();
             v.sort_by_key(|e| e.2);
             v
         };
-        for (command_id, method, _) in entries {
+        for (key, method, _) in entries {
+            let command_id = key.as_sent();
             let l = self.loaded(sid).expect("loaded");
-            let key = id_key(&command_id);
             let steered = l.s.ledger[&key].answer_disposition().as_deref() == Some("steered");
             let turn = if method == "turn/start" && !steered {
                 l.s.ledger[&key]

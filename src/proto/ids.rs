@@ -31,6 +31,149 @@ pub fn id_key(s: &str) -> String {
     s.to_ascii_lowercase()
 }
 
+/// A command id as a map key (the session ledger's): the id as first
+/// sent, compared and ordered exactly as its [`id_key`] (lowercase) form
+/// is, so that two spellings of one UUID name one command and a map keyed
+/// by it iterates in the order a map keyed by [`id_key`] strings would.
+///
+/// Why not the string: a ledger holds one entry per command forever, and
+/// a canonical UUID (what clients send: `commandId` must be a UUIDv7)
+/// spelt in one case is 16 bytes inline here instead of two 36-byte
+/// strings on the heap (the key and the id as sent). Anything else (mixed
+/// case, or a foreign id read from a log) keeps its text.
+#[derive(Clone)]
+pub enum CmdKey {
+    /// A hyphenated UUID in lowercase (digits only counts as lowercase):
+    /// its 128 bits, high word first.
+    Lower([u64; 2]),
+    /// A hyphenated UUID in uppercase.
+    Upper([u64; 2]),
+    /// Any other id, as sent.
+    Text(Box<str>),
+}
+
+impl CmdKey {
+    /// The key of `id` (as sent).
+    pub fn of(id: &str) -> CmdKey {
+        if is_hyphenated_uuid(id) {
+            let b = id.as_bytes();
+            let lower = !b.iter().any(u8::is_ascii_uppercase);
+            let upper = !b.iter().any(u8::is_ascii_lowercase);
+            if lower || upper {
+                let mut v: u128 = 0;
+                for c in b.iter().filter(|c| **c != b'-') {
+                    let d = (*c as char).to_digit(16).expect("hex digits checked");
+                    v = (v << 4) | u128::from(d);
+                }
+                let w = [(v >> 64) as u64, v as u64];
+                return if lower {
+                    CmdKey::Lower(w)
+                } else {
+                    CmdKey::Upper(w)
+                };
+            }
+        }
+        CmdKey::Text(id.into())
+    }
+
+    fn uuid(&self) -> Option<u128> {
+        match self {
+            CmdKey::Lower([h, l]) | CmdKey::Upper([h, l]) => {
+                Some((u128::from(*h) << 64) | u128::from(*l))
+            }
+            CmdKey::Text(_) => None,
+        }
+    }
+
+    /// The UUID's text in `case` (`b'a'` or `b'A'` for the letters).
+    fn uuid_text(v: u128, letters: u8) -> [u8; 36] {
+        let mut out = [b'-'; 36];
+        let mut i = 0;
+        for (pos, c) in out.iter_mut().enumerate() {
+            if matches!(pos, 8 | 13 | 18 | 23) {
+                continue;
+            }
+            let d = ((v >> (124 - 4 * i)) & 0xF) as u8;
+            *c = if d < 10 { b'0' + d } else { letters + d - 10 };
+            i += 1;
+        }
+        out
+    }
+
+    /// The id as sent.
+    pub fn as_sent(&self) -> String {
+        match self {
+            CmdKey::Text(t) => t.to_string(),
+            CmdKey::Lower(_) | CmdKey::Upper(_) => {
+                let letters = if matches!(self, CmdKey::Lower(_)) {
+                    b'a'
+                } else {
+                    b'A'
+                };
+                let v = self.uuid().expect("a UUID key");
+                String::from_utf8(Self::uuid_text(v, letters).to_vec()).expect("ASCII")
+            }
+        }
+    }
+
+    /// Its [`id_key`]: the lowercase form.
+    pub fn lower(&self) -> String {
+        match self {
+            CmdKey::Text(t) => id_key(t),
+            _ => {
+                let v = self.uuid().expect("a UUID key");
+                String::from_utf8(Self::uuid_text(v, b'a').to_vec()).expect("ASCII")
+            }
+        }
+    }
+}
+
+impl Ord for CmdKey {
+    /// As the [`id_key`] strings compare: two UUIDs by value (the same
+    /// order as their lowercase text), anything else byte by byte in
+    /// lowercase.
+    fn cmp(&self, other: &CmdKey) -> std::cmp::Ordering {
+        if let (Some(a), Some(b)) = (self.uuid(), other.uuid()) {
+            return a.cmp(&b);
+        }
+        let text = |k: &CmdKey| -> Vec<u8> {
+            match k {
+                CmdKey::Text(t) => t.bytes().map(|c| c.to_ascii_lowercase()).collect(),
+                _ => CmdKey::uuid_text(k.uuid().expect("a UUID key"), b'a').to_vec(),
+            }
+        };
+        text(self).cmp(&text(other))
+    }
+}
+
+impl PartialOrd for CmdKey {
+    fn partial_cmp(&self, other: &CmdKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for CmdKey {
+    /// Equal [`id_key`]s.
+    fn eq(&self, other: &CmdKey) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for CmdKey {}
+
+impl std::fmt::Debug for CmdKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_sent())
+    }
+}
+
+impl std::fmt::Display for CmdKey {
+    /// The id as sent.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_sent())
+    }
+}
+
 /// Mints a lowercase hyphenated UUIDv7 from a millisecond timestamp and 74
 /// random bits taken from `random`.
 pub fn mint_uuid_v7(unix_ms: u64, random: u128) -> String {
@@ -69,6 +212,43 @@ mod tests {
         assert!(!is_uuid_v7("urn:uuid:017f22e2-79b0-7cc3-98c4-dc0c0c07398f"));
         assert!(!is_uuid_v7(""));
         assert!(!is_uuid_v7("017f22e2-79b0-7cc3-98c4-dc0c0c07398g"));
+    }
+
+    #[test]
+    fn command_keys_keep_the_spelling_and_compare_as_id_keys() {
+        let ids = [
+            "017f22e2-79b0-7cc3-98c4-dc0c0c07398f",
+            "017F22E2-79B0-7CC3-98C4-DC0C0C07398F",
+            "017f22E2-79b0-7cc3-98c4-dc0c0c07398f",
+            "01234567-0123-0123-0123-012345678901",
+            "ffffffff-ffff-ffff-ffff-ffffffffffff",
+            "00000000-0000-0000-0000-000000000000",
+            "C1",
+            "c",
+            "",
+            "017f22e2-79b0-7cc3-98c4-dc0c0c07398",
+            "017f22e2-79b0-7cc3-98c4-dc0c0c07398fz",
+            "017f22e2-79b0-7cc3-98c4-dc0c0c07398g",
+            "zzz",
+            "-",
+            "0",
+            "G",
+        ];
+        assert!(matches!(CmdKey::of(ids[0]), CmdKey::Lower(_)));
+        assert!(matches!(CmdKey::of(ids[1]), CmdKey::Upper(_)));
+        assert!(matches!(CmdKey::of(ids[2]), CmdKey::Text(_)));
+        assert!(matches!(CmdKey::of(ids[3]), CmdKey::Lower(_)));
+        for a in ids {
+            let ka = CmdKey::of(a);
+            assert_eq!(ka.as_sent(), a);
+            assert_eq!(ka.to_string(), a);
+            assert_eq!(ka.lower(), id_key(a));
+            for b in ids {
+                let kb = CmdKey::of(b);
+                assert_eq!(ka.cmp(&kb), id_key(a).cmp(&id_key(b)), "{a} vs {b}");
+                assert_eq!(ka == kb, id_key(a) == id_key(b), "{a} vs {b}");
+            }
+        }
     }
 
     #[test]

@@ -429,7 +429,7 @@ impl SdkClient {
         let Some(cid) = l.params.and_then(|p| p.command_id) else {
             return;
         };
-        if !l.id.is_some_and(|id| id.get().parse::<u64>().is_ok()) {
+        if l.id.is_none_or(|id| id.get().parse::<u64>().is_err()) {
             return;
         }
         let cid: &str = &cid;

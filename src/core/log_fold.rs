@@ -42,15 +42,16 @@ pub struct Folded {
 ///
 /// The log is corrupt (see [`decode_log_each_from`]).
 pub fn fold_log(sid: &str, log: &[u8]) -> Result<Folded, LogCorrupt> {
-    let prior = MEMO.with(|m| m.borrow_mut().as_mut().map(|m| m.take_prefix_of(sid, log)));
-    let Some(prior) = prior else {
+    if MEMO.with(|m| m.borrow().is_none()) {
         return fold_from(log, None);
-    };
-    let had = prior.as_ref().map_or(0, |(bytes, _)| bytes.len());
-    let (mut bytes, start) = match prior {
-        Some((bytes, f)) => (bytes, Some(f)),
-        None => (Vec::new(), None),
-    };
+    }
+    let prior = MEMO.with(|m| {
+        m.borrow_mut()
+            .as_mut()
+            .and_then(|m| m.take_prefix_of(sid, log))
+    });
+    let (mut bytes, start) = prior.map_or((Vec::new(), None), |(b, f)| (b, Some(f)));
+    let had = bytes.len();
     let folded = fold_from(log, start)?;
     let valid = folded.shape.valid_len as usize;
     debug_assert!(valid >= had, "a fold from a prefix ends past it");

@@ -285,13 +285,19 @@ fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEven
 /// Folds a log read without the lease, with its archive when one was read
 /// (then every event is in memory, as in a log never compacted).
 fn fold_read(sid: &str, log: &[u8], history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
-    let folded = fold_log(sid, log).map_err(|c| (false, c))?;
-    if folded.shape.archive_len == 0 || history.is_empty() {
-        return Ok(folded.s);
+    if history.is_empty() {
+        return fold_log(sid, log).map(|f| f.s).map_err(|c| (false, c));
+    }
+    let d = decode_log(log).map_err(|c| (false, c))?;
+    if d.archive_len == 0 {
+        let mut s = Session::default();
+        for (rec, end) in d.records {
+            s.apply_owned(rec, end);
+        }
+        return Ok(s);
     }
     // The archive's records, then the tail's (the snapshot summed up the
     // archive): every event in memory.
-    let d = decode_log(log).map_err(|c| (false, c))?;
     let Some(archived) = history.get(..d.archive_len as usize) else {
         return Err((
             true,

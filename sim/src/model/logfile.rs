@@ -130,6 +130,14 @@ fn body(b: &[u8], at: usize, end: usize, rtype: u8) -> Option<Value> {
     (v["record"].as_str()? == tag_of(rtype)?).then_some(v)
 }
 
+/// The end and body of the valid, decodable frame at `at` of `b`.
+fn frame_at(b: &[u8], at: usize) -> Option<(usize, Value)> {
+    let Check::Valid { end, rtype } = check(b, at) else {
+        return None;
+    };
+    body(b, at, end, rtype).map(|v| (end, v))
+}
+
 /// One durable record handed to the model.
 #[derive(Debug, Clone)]
 pub struct Rec {
@@ -283,11 +291,7 @@ impl LogFile {
         }
         // Frames past the known run extend it as they are found valid.
         while at == self.known_end() && at < limit {
-            let b = &self.bytes[..limit];
-            let Check::Valid { end, rtype } = check(b, at) else {
-                break;
-            };
-            let Some(v) = body(b, at, end, rtype) else {
+            let Some((end, v)) = frame_at(&self.bytes[..limit], at) else {
                 break;
             };
             self.known.push(Known {
@@ -316,25 +320,15 @@ impl LogFile {
                     let k = &mut self.known[i];
                     let v = match k.body.take() {
                         Some(v) => v,
-                        None => {
-                            let b = &self.bytes[..limit];
-                            let Check::Valid { end, rtype } = check(b, at) else {
-                                break;
-                            };
-                            let Some(v) = body(b, at, end, rtype) else {
-                                break;
-                            };
-                            v
-                        }
+                        None => match frame_at(&self.bytes[..limit], at) {
+                            Some((_, v)) => v,
+                            None => break,
+                        },
                     };
                     (k.end, v)
                 }
                 i => {
-                    let b = &self.bytes[..limit];
-                    let Check::Valid { end, rtype } = check(b, at) else {
-                        break;
-                    };
-                    let Some(v) = body(b, at, end, rtype) else {
+                    let Some((end, v)) = frame_at(&self.bytes[..limit], at) else {
                         break;
                     };
                     if i == Some(self.known.len()) {

@@ -362,7 +362,7 @@ impl Harness {
                         .get(&session)
                         .map(MemFile::contents)
                         .unwrap_or_default();
-                    OpenResult::InUse { log }
+                    OpenResult::InUse { log: log.into() }
                 } else {
                     match (self.disk.files.get(&session), mode) {
                         (None, OpenMode::Existing) => OpenResult::NotFound,
@@ -373,7 +373,7 @@ impl Harness {
                             let log = f.map(MemFile::contents).unwrap_or_default();
                             self.disk.files.entry(session.clone()).or_default();
                             self.disk.leases.insert(session, self.incarnation);
-                            OpenResult::Opened { log }
+                            OpenResult::Opened { log: log.into() }
                         }
                     }
                 };
@@ -387,10 +387,10 @@ impl Harness {
                 let result = match self.disk.files.get(&session) {
                     None => ReadResult::NotFound,
                     Some(f) => ReadResult::Found {
-                        log: f.contents(),
+                        log: f.contents().into(),
                         history: match self.disk.archives.get(&session) {
-                            Some(a) if history => a.contents(),
-                            _ => Vec::new(),
+                            Some(a) if history => a.contents().into(),
+                            _ => Default::default(),
                         },
                         held_elsewhere: self.foreign_leases.contains(&session),
                     },

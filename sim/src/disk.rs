@@ -33,11 +33,14 @@
 
 use std::collections::BTreeMap;
 
+use msp::core::LogBytes;
+
 /// One session log.
 #[derive(Debug, Clone, Default)]
 pub struct File {
-    /// The bytes as any reader sees them.
-    pub bytes: Vec<u8>,
+    /// The bytes as any reader sees them (shared with the core's open and
+    /// read answers, not copied into them).
+    pub bytes: LogBytes,
     /// Bytes `..durable_len` survive a crash.
     pub durable_len: usize,
     /// Where the last append began (for a torn prefix).
@@ -104,7 +107,7 @@ impl Disk {
                 Some(extra) => last_start + extra.min(f.bytes.len() - last_start),
                 None => f.durable_len,
             };
-            f.bytes.truncate(new_len);
+            f.bytes.make_mut().truncate(new_len);
             f.durable_len = new_len;
             f.last_write_at = new_len;
             changed.push((s.clone(), new_len as u64, torn.is_some()));
@@ -123,7 +126,7 @@ mod tests {
         d.files.insert(
             "s".into(),
             File {
-                bytes: vec![1; 100],
+                bytes: vec![1; 100].into(),
                 durable_len: 40,
                 last_write_at: 70,
                 epoch: 0,
@@ -131,7 +134,12 @@ mod tests {
         );
         let c = d.crash_files(&["s".to_string()], |_, _| None);
         assert_eq!(c, vec![("s".to_string(), 40, false)]);
-        d.files.get_mut("s").unwrap().bytes.extend([2; 60]);
+        d.files
+            .get_mut("s")
+            .unwrap()
+            .bytes
+            .make_mut()
+            .extend([2; 60]);
         d.files.get_mut("s").unwrap().last_write_at = 70;
         let c = d.crash_files(&["s".to_string()], |before, last| {
             assert_eq!((before, last), (30, 30));

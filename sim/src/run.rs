@@ -1033,7 +1033,7 @@ impl Sim {
                         log: f.bytes.clone(),
                         history: match self.disk.archives.get(&session) {
                             Some(a) if history => a.bytes.clone(),
-                            _ => Vec::new(),
+                            _ => Default::default(),
                         },
                         held_elsewhere: self.disk.leases.get(&session).is_some_and(|o| *o != h),
                     },
@@ -1085,7 +1085,7 @@ impl Sim {
                 // The io layer truncates then fsyncs (`io::storage`): the
                 // cut length is durable.
                 let f = self.disk.files.entry(session).or_default();
-                f.bytes.truncate(len_bytes as usize);
+                f.bytes.make_mut().truncate(len_bytes as usize);
                 f.durable_len = f.bytes.len();
                 f.last_write_at = f.bytes.len();
             }
@@ -1096,7 +1096,7 @@ impl Sim {
                 }
                 let f = self.disk.files.entry(session.clone()).or_default();
                 f.last_write_at = f.bytes.len();
-                f.bytes.extend_from_slice(&bytes);
+                f.bytes.make_mut().extend_from_slice(&bytes);
                 self.note(
                     Actor::Host(h),
                     What::Append {
@@ -1260,8 +1260,8 @@ impl Sim {
             return;
         };
         let a = self.disk.archives.entry(session.clone()).or_default();
-        a.bytes.truncate(archive_len as usize);
-        a.bytes.extend_from_slice(&bytes);
+        a.bytes.make_mut().truncate(archive_len as usize);
+        a.bytes.make_mut().extend_from_slice(&bytes);
         a.durable_len = a.bytes.len();
         a.last_write_at = a.bytes.len();
         self.note(
@@ -1284,7 +1284,7 @@ impl Sim {
         self.disk.files.insert(
             session.clone(),
             crate::disk::File {
-                bytes: snapshot.clone(),
+                bytes: snapshot.clone().into(),
                 durable_len: len,
                 last_write_at: len,
                 epoch: old.epoch,
@@ -1400,7 +1400,7 @@ impl Sim {
         if !self.healing && self.w.chance(Decision::Disk, self.mix.fsync_fail_permille) {
             self.count("fsync-fail");
             let f = self.disk.files.get_mut(&session).expect("file");
-            f.bytes.truncate(f.durable_len);
+            f.bytes.make_mut().truncate(f.durable_len);
             f.last_write_at = f.durable_len;
             let kept_bytes = f.durable_len as u64;
             self.note(
@@ -1460,7 +1460,7 @@ impl Sim {
         let offset = self
             .w
             .range(Decision::Disk, start as u64 + 16, end as u64 - 1);
-        f.bytes[offset as usize] ^= 0x20;
+        f.bytes.make_mut()[offset as usize] ^= 0x20;
         self.rotted = true;
         self.count("rot");
         self.note(

@@ -66,6 +66,48 @@ impl EffectOutcome {
     }
 }
 
+/// A file's bytes as storage hands them to the core: shared, not copied.
+///
+/// A simulation opens the same growing log hundreds of times; handing the
+/// core a copy of the whole file at every open made each open cost the
+/// log's length (issue 10). The owner appends in place through
+/// [`LogBytes::make_mut`], which copies only while a reader still holds
+/// the bytes (the core drops them once it has folded them). Debug-prints
+/// as the plain byte vector, so traces do not change.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LogBytes(std::sync::Arc<Vec<u8>>);
+
+impl LogBytes {
+    /// The bytes, to change: a copy first if a reader still shares them.
+    pub fn make_mut(&mut self) -> &mut Vec<u8> {
+        std::sync::Arc::make_mut(&mut self.0)
+    }
+
+    /// The bytes as an owned vector (without a copy when not shared).
+    pub fn into_vec(self) -> Vec<u8> {
+        std::sync::Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
+
+impl From<Vec<u8>> for LogBytes {
+    fn from(v: Vec<u8>) -> LogBytes {
+        LogBytes(std::sync::Arc::new(v))
+    }
+}
+
+impl std::ops::Deref for LogBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for LogBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The answer to [`Output::Open`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenResult {
@@ -73,7 +115,7 @@ pub enum OpenResult {
     /// as found on disk (empty for a new session).
     Opened {
         /// The log bytes.
-        log: Vec<u8>,
+        log: LogBytes,
     },
     /// `OpenMode::Existing` and no such session on disk.
     NotFound,
@@ -81,7 +123,7 @@ pub enum OpenResult {
     /// the lease (reads never need it); a correct core does not load it.
     InUse {
         /// The log bytes.
-        log: Vec<u8>,
+        log: LogBytes,
     },
     /// The storage failed; the message says how.
     Failed(String),
@@ -94,10 +136,10 @@ pub enum ReadResult {
     /// lease right now.
     Found {
         /// The log bytes.
-        log: Vec<u8>,
+        log: LogBytes,
         /// The session's archive (read after the log), when the read asked
         /// for it; empty when there is none.
-        history: Vec<u8>,
+        history: LogBytes,
         /// Another process holds the lease.
         held_elsewhere: bool,
     },

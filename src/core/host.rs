@@ -14,8 +14,8 @@ use super::log_fold::{fold_log, Folded};
 use super::record::{Answer, Record};
 use super::session::Session;
 use super::{
-    ConnId, CrashPoint, Durability, EffectOutcome, HistoryResult, HostConfig, OpenMode, OpenResult,
-    Output, ReadResult,
+    ConnId, CrashPoint, Durability, EffectOutcome, HistoryResult, HostConfig, LogBytes, OpenMode,
+    OpenResult, Output, ReadResult,
 };
 use crate::proto::envelope::{self, Incoming, RequestId};
 use crate::proto::framing::{Line, LineSplitter};
@@ -293,7 +293,7 @@ pub struct Host {
     /// Host-lifetime ledger of the carrier-less rows: signature and answer.
     pub(crate) lifetime_ledger: BTreeMap<String, (String, Answer)>,
     /// The ephemeral host's in-memory logs.
-    mem_logs: BTreeMap<String, Vec<u8>>,
+    mem_logs: BTreeMap<String, LogBytes>,
     internal: VecDeque<Internal>,
     pub(crate) agent: Box<dyn Agent>,
     shutting_down: bool,
@@ -1032,6 +1032,7 @@ impl Host {
                 self.mem_logs
                     .entry(sid.to_string())
                     .or_default()
+                    .make_mut()
                     .extend(bytes);
                 let l = self.loaded_mut(sid).expect("loaded");
                 l.synced_bytes = l.appended_bytes;
@@ -1367,7 +1368,9 @@ impl Host {
                 Durability::Ephemeral => {
                     let result = match (self.mem_logs.get(sid), mode) {
                         (Some(log), _) => OpenResult::Opened { log: log.clone() },
-                        (None, OpenMode::Create) => OpenResult::Opened { log: Vec::new() },
+                        (None, OpenMode::Create) => OpenResult::Opened {
+                            log: LogBytes::default(),
+                        },
                         (None, OpenMode::Existing) => OpenResult::NotFound,
                     };
                     self.internal.push_back(Internal::Opened(token, result));
@@ -1397,7 +1400,7 @@ impl Host {
                 let result = match self.mem_logs.get(sid) {
                     Some(log) => ReadResult::Found {
                         log: log.clone(),
-                        history: Vec::new(),
+                        history: LogBytes::default(),
                         held_elsewhere: false,
                     },
                     None => ReadResult::NotFound,

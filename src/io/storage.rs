@@ -155,7 +155,7 @@ fn try_open(
         Take::Taken(lease) => lease,
         Take::HeldElsewhere => {
             let log = read_or_empty(&log_path)?;
-            return Ok((OpenResult::InUse { log }, None));
+            return Ok((OpenResult::InUse { log: log.into() }, None));
         }
         Take::HeldHere => {
             return Ok((
@@ -184,7 +184,7 @@ fn try_open(
     sync_dir(&dir)?;
     let log = std::fs::read(&log_path)?;
     Ok((
-        OpenResult::Opened { log },
+        OpenResult::Opened { log: log.into() },
         Some(OpenedFiles {
             log: Arc::new(file),
             lease,
@@ -218,8 +218,8 @@ pub fn read_session(layout: &Layout, guard: &Leases, sid: &str, history: bool) -
         Err(e) => return ReadResult::Failed(format!("probing the lease of {sid}: {e}")),
     };
     ReadResult::Found {
-        log,
-        history,
+        log: log.into(),
+        history: history.into(),
         held_elsewhere,
     }
 }
@@ -598,7 +598,12 @@ mod tests {
         let layout = Layout::new(dir.path());
         let mut st = Storage::new(layout.clone());
         let (r, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
-        assert_eq!(r, OpenResult::Opened { log: Vec::new() });
+        assert_eq!(
+            r,
+            OpenResult::Opened {
+                log: Vec::new().into()
+            }
+        );
         st.install(SID, files.expect("files"));
         assert_eq!(st.append(SID, b"abc"), Step::Done(()));
         let job = match st.begin_sync(SID) {
@@ -613,15 +618,15 @@ mod tests {
         assert_eq!(
             r2,
             OpenResult::InUse {
-                log: b"abc".to_vec()
+                log: b"abc".to_vec().into()
             }
         );
         assert!(f2.is_none());
         assert_eq!(
             read_session(&layout, &other, SID, false),
             ReadResult::Found {
-                log: b"abc".to_vec(),
-                history: Vec::new(),
+                log: b"abc".to_vec().into(),
+                history: Vec::new().into(),
                 held_elsewhere: true
             }
         );
@@ -630,7 +635,7 @@ mod tests {
         assert_eq!(
             r3,
             OpenResult::Opened {
-                log: b"abc".to_vec()
+                log: b"abc".to_vec().into()
             }
         );
     }

@@ -6,7 +6,7 @@
 //! history up to there); splice two; insert a fault at an opportunity
 //! where none struck; perturb a few choices; cut a sequence short.
 //! Later-kept sequences are picked more often. One candidate in
-//! [`FRESH_EVERY`] is a fresh seed. (Swarm testing makes the fault mix
+//! `FRESH_EVERY` is a fresh seed. (Swarm testing makes the fault mix
 //! the strongest lever: mixes that paid off get more runs.) Beside it, the plain
 //! random baseline runs fresh seeds only, so the two can be compared over
 //! the same wall time (the CLI keeps the time; this module counts runs

@@ -495,7 +495,7 @@ pub fn derive(trace: &Trace) -> Vec<Step> {
     out
 }
 
-/// The most steps [`derive`] gives a run without faults.
+/// The most steps [`derive()`] gives a run without faults.
 pub const DERIVED_STEPS_MAX: usize = 16;
 
 #[cfg(test)]

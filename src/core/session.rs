@@ -56,7 +56,7 @@ pub struct TurnRec {
 /// them are settled and archived. Those need only fixed-size fields (88
 /// bytes here, no heap); what only recent entries hold (the answer, a
 /// rejection, the signature's text before it is hashed, a method outside
-/// the known ones) sits in one boxed [`Recent`] part that archived entries
+/// the known ones) sits in one boxed `Recent` part that archived entries
 /// do without.
 #[derive(Clone)]
 pub struct LedgerEntry {

@@ -60,7 +60,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// The data directory, created if missing: session logs and leases
-    /// under DIR/sessions/<sessionId>/.
+    /// under DIR/sessions/SESSION_ID/.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Whether sessions survive the process.

@@ -532,6 +532,15 @@ impl Harness {
                 .handle_storage_failed(session, "compaction: bad ranges", now);
             return;
         };
+        if let Err(e) = crate::log::WholeFrames::check(bytes) {
+            let why = format!(
+                "compaction: damaged frame at {}: {}",
+                log_range.start + e.offset,
+                e.reason
+            );
+            self.host.handle_storage_failed(session, &why, now);
+            return;
+        }
         archive.truncate(archive_len_bytes as usize);
         archive.extend_from_slice(bytes);
         self.disk.archives.insert(

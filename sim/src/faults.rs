@@ -146,9 +146,6 @@ impl FaultMix {
                 m.crash_step_permille = m.crash_step_permille.max(3);
                 m.crash_point_permille = m.crash_point_permille.max(150);
                 m.rot_permille = 30;
-                // Rot of a compacted log is judged on the logical trace,
-                // which does not carry the rot: not yet modelled.
-                m.compact_records = 0;
             }
             Scenario::Ephemeral => {
                 m.compact_records = 0;

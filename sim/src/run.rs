@@ -1254,7 +1254,12 @@ impl Sim {
             .get(&session)
             .map_or(0, |a| a.bytes.len() as u64)
             >= archive_len;
-        let bytes = log.get(from as usize..to as usize).map(<[u8]>::to_vec);
+        // The io layer archives only whole valid frames (a rotted one
+        // fails the compaction and stays in the log: `msp::log::WholeFrames`).
+        let bytes = log
+            .get(from as usize..to as usize)
+            .filter(|b| msp::log::WholeFrames::check(b).is_ok())
+            .map(<[u8]>::to_vec);
         let (Some(bytes), true, false) = (bytes, archive_ok, now < self.disk.full_until_ms) else {
             self.append_failed(h, inc, &session, "compaction failed", now);
             return;
@@ -1452,10 +1457,28 @@ impl Sim {
             frames.push((at, end));
             at = end;
         }
-        if frames.len() < 2 {
+        // A compacted log's snapshot (head and parts) is not damaged: it is a summary the
+        // next compaction rewrites from memory, with no place in the logical
+        // log the oracles judge (`Trace::logical`), so its rot would be
+        // healed by a compaction the model does not see. Rot of the records
+        // after it, and of a log never compacted, is.
+        use msp::core::snapshot::{SNAPSHOT_PART_TYPE, SNAPSHOT_TYPE};
+        let first = frames
+            .iter()
+            .take_while(|(s, _)| {
+                matches!(
+                    f.bytes.get(s + 5),
+                    Some(&(SNAPSHOT_TYPE | SNAPSHOT_PART_TYPE))
+                )
+            })
+            .count();
+        if frames.len() < first + 2 {
             return;
         }
-        let k = self.w.decide(Decision::Disk, frames.len() as u64 - 1) as usize;
+        let k = first
+            + self
+                .w
+                .decide(Decision::Disk, (frames.len() - first) as u64 - 1) as usize;
         let (start, end) = frames[k];
         let offset = self
             .w

@@ -16,6 +16,7 @@
 //! | `crash` / `crash at P` | a host crashes (at crash point P) |
 //! | `power-loss`, `restart`, `tear`, `truncate`, `fsync-fail`, `disk-full` | as named |
 //! | `drop`, `dup`, `reorder`, `cut`, `reconnect`, `lease-denied` | as named |
+//! | `rot`, `compact` | a byte of a synced record flips (`bitrot`); a host's compaction of a log completes |
 //! | `effect P` | a host asks provider P to perform an effect |
 //! | `load-unsynced` | a host takes the lease of (loads) a session whose log holds bytes no fsync covered (a killed process left them in the page cache) |
 //! | `intake-lost M` | a crash kept a session's log (its `created` record survives) but not the intake (`received`) record of a command of method M |
@@ -63,7 +64,7 @@ pub enum Step {
 /// streams a delta every 10 ms).
 pub const STREAMING_WINDOW_MS: u64 = 20;
 
-const WORDS: [&str; 14] = [
+const WORDS: [&str; 16] = [
     "load-unsynced",
     "storage-fail-streaming",
     "power-loss",
@@ -78,6 +79,8 @@ const WORDS: [&str; 14] = [
     "cut",
     "reconnect",
     "lease-denied",
+    "rot",
+    "compact",
 ];
 
 impl Step {
@@ -400,6 +403,8 @@ impl Reader {
             What::LinkClosed { why: "cut", .. } => vec![Step::Word("cut")],
             What::Note(n) if n.starts_with("reconnect:") => vec![Step::Word("reconnect")],
             What::LeaseDenied { .. } => vec![Step::Word("lease-denied")],
+            What::BitRot { .. } => vec![Step::Word("rot")],
+            What::Compact { .. } => vec![Step::Word("compact")],
             What::Effect {
                 provider,
                 perform: true,

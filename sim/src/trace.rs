@@ -762,7 +762,8 @@ impl Trace {
     /// log file's physical offset into the *logical* one (the archive
     /// followed by the log's records after its snapshot, see
     /// `msp::core::snapshot`). A lost rename brings the old file's mapping
-    /// back and cuts the logical log to the old file's length. Oracles that
+    /// back and cuts the logical log to the old file's length. A `BitRot`
+    /// moves with its byte. Oracles that
     /// do not read snapshots can judge a compacting run through this view.
     pub fn logical(&self) -> Trace {
         // Per session: (snapshot bytes, archive length) of the current log
@@ -847,6 +848,15 @@ impl Trace {
                     kept_bytes: map(now.get(session), *kept_bytes),
                     torn: *torn,
                 },
+                What::BitRot { session, offset } => {
+                    // Never inside a snapshot (`Sim::maybe_rot`): those
+                    // bytes have no logical offset.
+                    debug_assert!(now.get(session).is_none_or(|(s, _)| offset >= s));
+                    What::BitRot {
+                        session: session.clone(),
+                        offset: map(now.get(session), *offset),
+                    }
+                }
                 What::LeaseGrant { session, .. } => {
                     // The grant syncs the directory: a pending rename stays.
                     before.remove(session);

@@ -303,13 +303,26 @@ impl CompactJob {
         let mut at = self.log_from_bytes;
         let mut out = self.archive_len_bytes;
         let mut buf = vec![0u8; 1 << 20];
+        // What is archived must be the whole frames the holder wrote: a
+        // damaged one (bit rot since) fails the compaction and stays in the
+        // log, where the next load reports it.
+        let mut frames = crate::log::WholeFrames::new();
+        let damaged = |e: crate::log::LoadError| {
+            io::Error::other(format!(
+                "damaged frame at log offset {}: {}",
+                self.log_from_bytes + e.offset,
+                e.reason
+            ))
+        };
         while at < self.log_len_bytes {
             let n = ((self.log_len_bytes - at) as usize).min(buf.len());
             self.old_log.read_exact_at(&mut buf[..n], at)?;
+            frames.feed(&buf[..n]).map_err(damaged)?;
             archive.write_all_at(&buf[..n], out)?;
             at += n as u64;
             out += n as u64;
         }
+        frames.finish().map_err(damaged)?;
         archive.sync_data()?;
         if !existed {
             sync_dir(&dir)?;
@@ -591,6 +604,73 @@ mod tests {
     use super::*;
 
     const SID: &str = "0198f0aa-1111-7000-8000-0000000000aa";
+
+    /// A session log of three synced frames, then a compaction of all of
+    /// it; with `rot`, a byte inside the second frame flips on disk first.
+    /// Returns the compaction's result, the log and the archive after it,
+    /// and the log as it was before.
+    fn compact_three_frames(rot: bool) -> (Result<File, String>, Vec<u8>, Vec<u8>, Vec<u8>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let mut st = Storage::new(layout.clone());
+        let (_, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        st.install(SID, files.expect("files"));
+        let frames: Vec<Vec<u8>> = (1u8..=3)
+            .map(|t| crate::log::encode_frame(t, format!("{{\"n\":{t}}}").as_bytes()))
+            .collect();
+        for f in &frames {
+            assert_eq!(st.append(SID, f), Step::Done(()));
+        }
+        let Step::Done(job) = st.begin_sync(SID) else {
+            panic!("no sync job")
+        };
+        job.file.sync_data().expect("sync");
+        let len = frames.iter().map(Vec::len).sum::<usize>() as u64;
+        if rot {
+            let at = frames[0].len() as u64 + 20;
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(layout.log_path(SID))
+                .expect("open");
+            let mut b = [0u8; 1];
+            f.read_exact_at(&mut b, at).expect("read");
+            f.write_all_at(&[b[0] ^ 0x20], at).expect("write");
+        }
+        let before = std::fs::read(layout.log_path(SID)).expect("read log");
+        let snapshot = crate::log::encode_frame(9, b"{}");
+        let Step::Done(job) = st.begin_compact(SID, snapshot, (0, len), 0, None) else {
+            panic!("no compaction job")
+        };
+        let result = job.run();
+        let log = std::fs::read(layout.log_path(SID)).expect("read log");
+        let archive = std::fs::read(layout.archive_path(SID)).unwrap_or_default();
+        (result, log, archive, before)
+    }
+
+    #[test]
+    fn a_compaction_archives_whole_frames_and_refuses_a_rotted_one() {
+        let (result, log, archive, before) = compact_three_frames(false);
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(archive, before, "the frames moved to the archive");
+        assert_eq!(
+            log,
+            crate::log::encode_frame(9, b"{}"),
+            "the log is the snapshot"
+        );
+
+        let (result, log, _, before) = compact_three_frames(true);
+        let err = result.expect_err("a damaged frame is not archived");
+        let second = crate::log::encode_frame(1, b"{\"n\":1}").len();
+        assert!(
+            err.contains(&format!("damaged frame at log offset {second}")),
+            "{err}"
+        );
+        assert_eq!(
+            log, before,
+            "the damaged log stays as it was, for the next load to report"
+        );
+    }
 
     #[test]
     fn open_create_then_append_sync_and_reopen_sees_the_bytes() {

@@ -51,7 +51,7 @@ pub use self::frame::{
     decode_frame, encode_frame, Frame, FrameError, FORMAT_VERSION, FRAME_MAGIC, HEADER_BYTES,
     MAX_PAYLOAD_BYTES,
 };
-pub use self::scan::{scan, scan_from, LoadError, Loaded, Scan, Tail};
+pub use self::scan::{scan, scan_from, LoadError, Loaded, Scan, Tail, WholeFrames};
 
 #[cfg(test)]
 mod tests;

@@ -173,3 +173,81 @@ fn find_valid_frame_after(bytes: &[u8], invalid_at: usize) -> Option<usize> {
     }
     None
 }
+
+/// Checks, chunk by chunk, that a byte range is a run of whole valid frames:
+/// what a compaction may move into a session's archive.
+///
+/// The range a compaction archives was written whole by the holder and
+/// synced, so anything but whole valid frames there is damage (bit rot)
+/// that happened after the write. Copying it unchecked would move the damage
+/// out of the log, where the next load reports it (`logCorrupt`), into the
+/// archive, where no load looks, and the damaged records would be replaced
+/// by a snapshot as if nothing had happened. A compaction runs its bytes
+/// through this and fails instead, leaving the log as it was.
+#[derive(Debug, Default)]
+pub struct WholeFrames {
+    /// Bytes of a frame that began in an earlier chunk.
+    carry: Vec<u8>,
+    /// Offset in the range of `carry`'s first byte.
+    at: u64,
+}
+
+impl WholeFrames {
+    /// A checker for a range starting at offset 0.
+    pub fn new() -> WholeFrames {
+        WholeFrames::default()
+    }
+
+    /// The next chunk of the range.
+    ///
+    /// # Errors
+    ///
+    /// A frame in the range so far is invalid: its offset in the range and
+    /// why.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), LoadError> {
+        self.carry.extend_from_slice(chunk);
+        let mut pos = 0;
+        loop {
+            match decode_frame(&self.carry, pos) {
+                Ok(f) => pos = f.end_offset() as usize,
+                // Short: the rest may come with the next chunk.
+                Err(FrameError::ShortHeader | FrameError::ShortPayload { .. }) => break,
+                Err(reason) => {
+                    return Err(LoadError {
+                        offset: self.at + pos as u64,
+                        reason,
+                    })
+                }
+            }
+        }
+        self.carry.drain(..pos);
+        self.at += pos as u64;
+        Ok(())
+    }
+
+    /// The range is over.
+    ///
+    /// # Errors
+    ///
+    /// It ends inside a frame.
+    pub fn finish(self) -> Result<(), LoadError> {
+        match decode_frame(&self.carry, 0) {
+            Err(reason) if !self.carry.is_empty() => Err(LoadError {
+                offset: self.at,
+                reason,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks a whole range at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`WholeFrames::feed`] and [`WholeFrames::finish`].
+    pub fn check(range: &[u8]) -> Result<(), LoadError> {
+        let mut w = WholeFrames::new();
+        w.feed(range)?;
+        w.finish()
+    }
+}

@@ -417,4 +417,40 @@ proptest! {
         prop_assert!(is_corrupt_at_victim, "tail {:?}", scanned.tail);
         prop_assert!(scanned.into_result().is_err());
     }
+    /// The chunked check accepts exactly the ranges of whole valid frames,
+    /// wherever the chunks cut them, and names the first damaged frame.
+    #[test]
+    fn prop_whole_frames_accepts_exactly_whole_valid_runs(
+        records in records_strategy(1),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+        damage in prop::option::of((any::<prop::sample::Index>(), 1u8..=255)),
+        shorten in 0usize..3,
+    ) {
+        let (mut log, bounds) = log_of(&records);
+        if let Some((at, flip)) = damage {
+            let at = at.index(log.len());
+            log[at] ^= flip;
+        }
+        let end = log.len() - shorten.min(log.len());
+        let range = &log[..end];
+        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(end + 1)).collect();
+        points.sort_unstable();
+        let mut w = WholeFrames::new();
+        let mut prev = 0;
+        let mut fed = Ok(());
+        for p in points.into_iter().chain([end]) {
+            fed = fed.and_then(|()| w.feed(&range[prev..p]));
+            prev = p;
+        }
+        let chunked = fed.and_then(|()| w.finish());
+        prop_assert_eq!(&chunked, &WholeFrames::check(range));
+        let whole = scan(range);
+        let expected_ok = whole.tail == Tail::Clean;
+        prop_assert_eq!(chunked.is_ok(), expected_ok, "{:?} / {:?}", chunked, whole.tail);
+        if let Err(e) = chunked {
+            // The first frame that is not whole and valid.
+            prop_assert_eq!(e.offset, whole.valid_len);
+            prop_assert!(bounds.contains(&e.offset));
+        }
+    }
 }

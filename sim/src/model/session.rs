@@ -185,6 +185,11 @@ pub struct Sess {
     pub tasks: BTreeMap<String, TaskSt>,
     /// Items, latest revision, in order of first appearance.
     pub items: Vec<Value>,
+    /// Each of `items` written out canonically ([`wire::canonical`]).
+    items_text: Vec<String>,
+    /// Some item's text is not trusted to parse back to it
+    /// ([`wire::round_trips`]).
+    items_untrusted: bool,
     item_at: BTreeMap<String, usize>,
     /// `state/update` revision.
     pub revision: u64,
@@ -349,13 +354,37 @@ impl Sess {
 
     fn upsert_item(&mut self, item: &Value) {
         let id = s(&item["itemId"]);
+        let mut text = String::new();
+        wire::canonical(item, &mut text);
+        // (Once untrusted, always: such an item is too rare to track.)
+        self.items_untrusted |= !wire::round_trips(item);
         match self.item_at.get(&id) {
-            Some(i) => self.items[*i] = item.clone(),
+            Some(i) => {
+                self.items[*i] = item.clone();
+                self.items_text[*i] = text;
+            }
             None => {
                 self.item_at.insert(id, self.items.len());
                 self.items.push(item.clone());
+                self.items_text.push(text);
             }
         }
+    }
+
+    /// Whether `text` is exactly the model's items written out canonically
+    /// (the form serde_json writes an object whose members are sorted, as
+    /// a host's are) and their texts are trusted: then it parses to exactly
+    /// the model's items.
+    fn items_are(&self, text: &str) -> bool {
+        self.items_texts()
+            .is_some_and(|t| wire::is_array_of(text, t))
+    }
+
+    /// The model's items written out canonically, for a read's items to be
+    /// compared with as text (`wire::Keep::ItemsAsText`); `None` when some
+    /// item's text is not trusted to parse back to it.
+    pub fn items_texts(&self) -> Option<&[String]> {
+        (!self.items_untrusted).then_some(self.items_text.as_slice())
     }
 
     /// The item with this id, latest revision.
@@ -680,7 +709,7 @@ impl Sess {
                 rep.check(shape, "read-consistency", &subject, || {
                     format!("session {}: snapshot resume answered history {h}", self.id)
                 });
-                self.judge_snapshot(rep, &subject, &h["snapshot"], true);
+                self.judge_snapshot(rep, &subject, &h["snapshot"], None, true);
             }
         }
         self.judge_pending_requests(rep, &subject, &r["pendingRequests"]);
@@ -708,14 +737,25 @@ impl Sess {
 
     /// A `ViewSnapshot` against the state now. `ledger_exact`: the point
     /// is exact for intakes too (a resume's own place in the log), so
-    /// `queuedTurns` and `pendingCommands` are judged.
+    /// `queuedTurns` and `pendingCommands` are judged. `items_text`: the
+    /// snapshot's `state.items` kept as JSON text, a `null` in their place
+    /// in `snap` (see `wire::Keep::ItemsAsText`): the model's items when
+    /// it is exactly their canonical text (which parses to exactly them);
+    /// any other text is parsed and put in place, and the whole judged as
+    /// a value.
     pub fn judge_snapshot(
         &self,
         rep: &mut Report,
         subject: &str,
         snap: &Value,
+        items_text: Option<&str>,
         ledger_exact: bool,
     ) {
+        if let Some(t) = items_text.filter(|t| !self.items_are(t)) {
+            let mut whole = snap.clone();
+            whole["state"]["items"] = serde_json::from_str(t).expect("checked when read");
+            return self.judge_snapshot(rep, subject, &whole, None, ledger_exact);
+        }
         let st = &snap["state"];
         // `items` (the bulk of a snapshot, growing with the session) is
         // compared with the model's own items in place, not copied.
@@ -745,8 +785,9 @@ impl Sess {
         let same = match (st.as_object(), want.as_object()) {
             (Some(g), Some(w)) => {
                 g.keys().filter(|k| judged(k)).count() == w.len() + 1
-                    && g.get("items").and_then(Value::as_array).map(Vec::as_slice)
-                        == Some(self.items.as_slice())
+                    && (items_text.is_some()
+                        || g.get("items").and_then(Value::as_array).map(Vec::as_slice)
+                            == Some(self.items.as_slice()))
                     && w.iter().all(|(k, x)| g.get(k) == Some(x))
             }
             _ => false,
@@ -760,6 +801,9 @@ impl Sess {
             let mut got = st.clone();
             if let Some(o) = got.as_object_mut() {
                 o.retain(|k, _| judged(k));
+                if items_text.is_some() {
+                    o.insert("items".into(), Value::Array(self.items.clone()));
+                }
             }
             let diff: Vec<String> = want
                 .as_object()

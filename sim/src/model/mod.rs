@@ -990,7 +990,20 @@ impl Model {
             Some(r) if wire::is_command(&r.method) => wire::Keep::Whole,
             _ => wire::Keep::Nothing,
         };
-        let Some((frame, items)) = wire::parse_frame(line, &keep) else {
+        // A read's items that are exactly the model's are cut out unread.
+        let known: Vec<&[String]> = reqs
+            .into_iter()
+            .flat_map(|r| r.values())
+            .filter(|r| r.method == "session/read")
+            .filter_map(|r| r.sid.as_ref().and_then(|s| sessions.get(s)))
+            .filter_map(Sess::items_texts)
+            .collect();
+        let parsed = if known.is_empty() {
+            wire::parse_frame(line, &keep)
+        } else {
+            wire::parse_read_frame(line, &known, &keep)
+        };
+        let Some((frame, items)) = parsed else {
             self.rep.fail(
                 "view-cursor-order",
                 &format!("garbage {link}"),

@@ -113,21 +113,81 @@ pub fn round_trips(v: &Value) -> bool {
 
 /// Whether `text` is exactly a JSON array of `parts` (no spaces).
 pub fn is_array_of(text: &str, parts: &[String]) -> bool {
-    let Some(mut rest) = text.strip_prefix('[') else {
-        return false;
-    };
+    array_prefix(text, parts) == Some(text.len())
+}
+
+/// The length of the start of `text` that is exactly a JSON array of
+/// `parts` (no spaces), if it starts so.
+fn array_prefix(text: &str, parts: &[String]) -> Option<usize> {
+    let mut rest = text.strip_prefix('[')?;
     for (i, x) in parts.iter().enumerate() {
         let sep = if i > 0 {
             rest.strip_prefix(',')
         } else {
             Some(rest)
         };
-        match sep.and_then(|r| r.strip_prefix(x.as_str())) {
-            Some(r) => rest = r,
-            None => return false,
+        rest = sep?.strip_prefix(x.as_str())?;
+    }
+    rest.strip_prefix(']')?;
+    Some(text.len() - rest.len() + 1)
+}
+
+/// A line with a read's items cut out: `null` in their place.
+struct Spliced<'a> {
+    /// The line with `null` in place of the items.
+    line: Vec<u8>,
+    /// Where the `null` starts.
+    at: usize,
+    /// The items' text in the original line.
+    items: &'a str,
+}
+
+/// The line with the value of the first `"items":` member that is exactly
+/// one of the `known` arrays (written out as [`Keep::ItemsAsText`] trusts)
+/// replaced by `null`.
+fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> {
+    let s = std::str::from_utf8(line).ok()?;
+    let (at, len) = s.match_indices("\"items\":[").find_map(|(i, _)| {
+        let at = i + "\"items\":".len();
+        known
+            .iter()
+            .find_map(|k| array_prefix(&s[at..], k))
+            .map(|len| (at, len))
+    })?;
+    let mut cut = Vec::with_capacity(s.len() - len + 4);
+    cut.extend_from_slice(&line[..at]);
+    cut.extend_from_slice(b"null");
+    cut.extend_from_slice(&line[at + len..]);
+    Some(Spliced {
+        line: cut,
+        at,
+        items: &s[at..at + len],
+    })
+}
+
+/// [`parse_frame`], for a line that may be a read's answer whose items are
+/// exactly one of the `known` arrays of texts (each trusted, as
+/// [`Keep::ItemsAsText`] trusts them): those items are cut out of the line
+/// unread, by text, and the rest is parsed. The cut is taken only when the
+/// parse of the rest read the `null` in their place, exactly there, as the
+/// items of a read's result: the line is then the valid line with a valid
+/// value (those items, valid JSON shallow enough anywhere) in that value's
+/// place, so it is a frame exactly when the rest is, and its items are
+/// that text ([`Aside::Items`]). Any other line is read by [`parse_frame`].
+pub fn parse_read_frame<'a, 'k>(
+    line: &'a [u8],
+    known: &[&[String]],
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
+    if let Some(cut) = splice_items(line, known) {
+        if let Some((f, Some(raw))) = parse_frame(&cut.line, keep) {
+            let offset = (raw.as_ptr() as usize).checked_sub(cut.line.as_ptr() as usize);
+            if raw == "null" && offset == Some(cut.at) {
+                return Some((f, Some(cut.items)));
+            }
         }
     }
-    rest == "]"
+    parse_frame(line, keep)
 }
 
 /// Where [`Keep::ItemsAsText`] finds the items in a read's result.
@@ -1022,6 +1082,61 @@ mod tests {
             }
         }
         assert!(taken > 40, "the text path is taken ({taken})");
+        // Items cut out by text: the same frames again, whether the cut is
+        // taken or not.
+        let mut cut_lines = lines.clone();
+        cut_lines.extend(
+            [
+                // The known text elsewhere than the state's items.
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[2]}}},"x":{"items":[1]}}}"#,
+                r#"{"id":3,"result":{"history":{"items":[1],"snapshot":{"state":{"items":[2]}}}}}"#,
+                r#"{"id":3,"result":{"a":"\"items\":[1]","history":{"snapshot":{"state":{"items":[1]}}}}}"#,
+                // A later member of the same name wins.
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1],"items":[2]}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[2],"items":[1]}}}}}"#,
+                // Bytes after the known text that no valid line has.
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]]}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1] x}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1],"k":1e400}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}},"id":4}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1,2]}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}}}"#,
+                r#"{"id":3,"method":"m","params":{"items":[1]}}"#,
+                r#"{"id":3,"result":{"items":[1]}}"#,
+            ]
+            .iter()
+            .map(|l| l.to_string()),
+        );
+        let lists: Vec<&[String]> = known.iter().map(Vec::as_slice).collect();
+        let mut cut = 0;
+        for line in &cut_lines {
+            let line = line.as_bytes();
+            let whole = parse_whole(line);
+            for n in 1..=lists.len() {
+                for id in [json!(3), json!(4)] {
+                    let keep = |x: &Value| {
+                        if *x == id {
+                            Keep::ItemsAsText(Some(lists[0]))
+                        } else {
+                            Keep::Whole
+                        }
+                    };
+                    let got = parse_read_frame(line, &lists[..n], &keep);
+                    let text = got.as_ref().and_then(|(_, t)| *t);
+                    cut += usize::from(
+                        text.is_some_and(|t| lists[..n].iter().any(|k| is_array_of(t, k))),
+                    );
+                    let got = got.map(|(f, t)| restored(f, t));
+                    assert_eq!(
+                        got,
+                        whole,
+                        "{} with {n} lists for {id}",
+                        String::from_utf8_lossy(line)
+                    );
+                }
+            }
+        }
+        assert!(cut > 10, "the cut is taken ({cut})");
         // The model's own items, written out as a host writes them, are
         // known text (and are not when they would not read back the same).
         let items = [

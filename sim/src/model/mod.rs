@@ -976,13 +976,34 @@ impl Model {
     fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &[u8], _now_ms: u64) {
         // A result is read only for a request this link has open whose
         // answer the model reads: a command's, or a `session/read`'s (see
-        // `answered` and `read_answered`); any other is only checked.
+        // `answered` and `read_answered`; a read's snapshot items as text,
+        // see `Sess::judge_snapshot`); any other is only checked.
         let reqs = self.links.get(&link).map(|l| &l.reqs);
-        let want_result = |id: &Value| {
-            reqs.and_then(|r| r.get(&id.to_string()))
-                .is_some_and(|r| wire::is_command(&r.method) || r.method == "session/read")
+        let sessions = &self.sessions;
+        let keep = |id: &Value| match reqs.and_then(|r| r.get(&id.to_string())) {
+            Some(r) if r.method == "session/read" => wire::Keep::ItemsAsText(
+                r.sid
+                    .as_ref()
+                    .and_then(|s| sessions.get(s))
+                    .and_then(Sess::items_texts),
+            ),
+            Some(r) if wire::is_command(&r.method) => wire::Keep::Whole,
+            _ => wire::Keep::Nothing,
         };
-        let Some(frame) = wire::parse_with(line, &want_result) else {
+        // A read's items that are exactly the model's are cut out unread.
+        let known: Vec<&[String]> = reqs
+            .into_iter()
+            .flat_map(|r| r.values())
+            .filter(|r| r.method == "session/read")
+            .filter_map(|r| r.sid.as_ref().and_then(|s| sessions.get(s)))
+            .filter_map(Sess::items_texts)
+            .collect();
+        let parsed = if known.is_empty() {
+            wire::parse_frame(line, &keep)
+        } else {
+            wire::parse_read_frame(line, &known, &keep)
+        };
+        let Some((frame, items)) = parsed else {
             self.rep.fail(
                 "view-cursor-order",
                 &format!("garbage {link}"),
@@ -999,7 +1020,7 @@ impl Model {
                 else {
                     return;
                 };
-                self.answered(h, inc, link, req, outcome);
+                self.answered(h, inc, link, req, outcome, items);
             }
             Frame::Notification {
                 method,
@@ -1010,11 +1031,21 @@ impl Model {
         }
     }
 
-    fn answered(&mut self, h: usize, inc: u64, link: u64, req: Req, outcome: Result<Value, Value>) {
+    /// An answer to `req`; `items`: a read's snapshot items, when they were
+    /// kept as text (see `wire::Keep::ItemsAsText`).
+    fn answered(
+        &mut self,
+        h: usize,
+        inc: u64,
+        link: u64,
+        req: Req,
+        outcome: Result<Value, Value>,
+        items: Option<&str>,
+    ) {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
         if !wire::is_command(&method) {
-            self.read_answered(h, inc, &req, &outcome);
+            self.read_answered(h, inc, &req, &outcome, items);
             return;
         }
         let Some(cid) = req.cid.clone() else { return };
@@ -1655,7 +1686,14 @@ impl Model {
     /// shows is known by its cursor only: it is judged when the model
     /// stands at that cursor (the usual case on a durable host, whose
     /// loaded reads wait for every record they fold to be synced).
-    fn read_answered(&mut self, h: usize, inc: u64, req: &Req, outcome: &Result<Value, Value>) {
+    fn read_answered(
+        &mut self,
+        h: usize,
+        inc: u64,
+        req: &Req,
+        outcome: &Result<Value, Value>,
+        items: Option<&str>,
+    ) {
         let Ok(r) = outcome else { return };
         let Some(sid) = req.sid.clone() else { return };
         // `view/unsubscribe` answers `{}` whatever the session's state
@@ -1709,7 +1747,8 @@ impl Model {
             )
         });
         sess.judge_session(&mut self.rep, &subject, &r["session"], loaded);
-        sess.judge_snapshot(&mut self.rep, &subject, &r["history"]["snapshot"], false);
+        let snapshot = &r["history"]["snapshot"];
+        sess.judge_snapshot(&mut self.rep, &subject, snapshot, items, false);
         sess.judge_pending_requests(&mut self.rep, &subject, &r["pendingRequests"]);
         // pendingCommands: a log read, identical from every connection:
         // every queued submit durable before the read arrived is listed,

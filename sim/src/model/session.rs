@@ -185,6 +185,11 @@ pub struct Sess {
     pub tasks: BTreeMap<String, TaskSt>,
     /// Items, latest revision, in order of first appearance.
     pub items: Vec<Value>,
+    /// Each of `items` written out canonically ([`wire::canonical`]).
+    items_text: Vec<String>,
+    /// Some item's text is not trusted to parse back to it
+    /// ([`wire::round_trips`]).
+    items_untrusted: bool,
     item_at: BTreeMap<String, usize>,
     /// `state/update` revision.
     pub revision: u64,
@@ -349,13 +354,37 @@ impl Sess {
 
     fn upsert_item(&mut self, item: &Value) {
         let id = s(&item["itemId"]);
+        let mut text = String::new();
+        wire::canonical(item, &mut text);
+        // (Once untrusted, always: such an item is too rare to track.)
+        self.items_untrusted |= !wire::round_trips(item);
         match self.item_at.get(&id) {
-            Some(i) => self.items[*i] = item.clone(),
+            Some(i) => {
+                self.items[*i] = item.clone();
+                self.items_text[*i] = text;
+            }
             None => {
                 self.item_at.insert(id, self.items.len());
                 self.items.push(item.clone());
+                self.items_text.push(text);
             }
         }
+    }
+
+    /// Whether `text` is exactly the model's items written out canonically
+    /// (the form serde_json writes an object whose members are sorted, as
+    /// a host's are) and their texts are trusted: then it parses to exactly
+    /// the model's items.
+    fn items_are(&self, text: &str) -> bool {
+        self.items_texts()
+            .is_some_and(|t| wire::is_array_of(text, t))
+    }
+
+    /// The model's items written out canonically, for a read's items to be
+    /// compared with as text (`wire::Keep::ItemsAsText`); `None` when some
+    /// item's text is not trusted to parse back to it.
+    pub fn items_texts(&self) -> Option<&[String]> {
+        (!self.items_untrusted).then_some(self.items_text.as_slice())
     }
 
     /// The item with this id, latest revision.
@@ -597,47 +626,73 @@ impl Sess {
             (true, Some(_)) => "running",
             (true, None) => "idle",
         };
-        let path = if self.durable {
-            format!(
-                "{}/sessions/{}/session.log",
-                crate::process::DATA_DIR,
-                self.id
-            )
-        } else {
-            String::new()
-        };
-        let mut want = json!({
-            "sessionId": self.id,
-            "status": status,
-            "turnCount": self.turn_count,
-            "path": path,
-            "workspaceRoot": self.workspace_root,
-            "providerId": "msp",
-            "modelId": "scripted",
-            "forkedFrom": null,
-            "activeTurnId": self.running,
-        });
-        if let Some(ms) = self.created_at_ms {
-            want["createdAt"] = json!(iso8601(ms));
-        }
-        let mut got = v.clone();
-        if let Some(o) = got.as_object_mut() {
-            o.remove("updatedAt");
-            o.remove("approvalMode");
-            if self.created_at_ms.is_none() {
-                o.remove("createdAt");
+        let path = || {
+            if self.durable {
+                format!(
+                    "{}/sessions/{}/session.log",
+                    crate::process::DATA_DIR,
+                    self.id
+                )
+            } else {
+                String::new()
             }
-        }
+        };
+        let want = || {
+            let mut want = json!({
+                "sessionId": self.id,
+                "status": status,
+                "turnCount": self.turn_count,
+                "path": path(),
+                "workspaceRoot": self.workspace_root,
+                "providerId": "msp",
+                "modelId": "scripted",
+                "forkedFrom": null,
+                "activeTurnId": self.running,
+            });
+            if let Some(ms) = self.created_at_ms {
+                want["createdAt"] = json!(iso8601(ms));
+            }
+            want
+        };
+        // `v` without `updatedAt`, `approvalMode` (and `createdAt` when the
+        // model has none) must be `want()`: compared member by member in
+        // place, with no copy of either.
+        let judged = |k: &str| {
+            k != "updatedAt"
+                && k != "approvalMode"
+                && (self.created_at_ms.is_some() || k != "createdAt")
+        };
+        let text =
+            |o: &Map<String, Value>, k: &str, x: &str| o.get(k).and_then(Value::as_str) == Some(x);
+        let same = v.as_object().is_some_and(|o| {
+            o.keys().filter(|k| judged(k)).count() == 9 + usize::from(self.created_at_ms.is_some())
+                && text(o, "sessionId", &self.id)
+                && text(o, "status", status)
+                && o.get("turnCount").and_then(Value::as_u64) == Some(self.turn_count)
+                && text(o, "path", &path())
+                && o.get("workspaceRoot") == Some(&self.workspace_root)
+                && text(o, "providerId", "msp")
+                && text(o, "modelId", "scripted")
+                && o.get("forkedFrom") == Some(&Value::Null)
+                && match &self.running {
+                    Some(t) => text(o, "activeTurnId", t),
+                    None => o.get("activeTurnId") == Some(&Value::Null),
+                }
+                && self
+                    .created_at_ms
+                    .is_none_or(|ms| text(o, "createdAt", &iso8601(ms)))
+        });
         let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
             && matches!(
                 v["approvalMode"]["source"].as_str(),
                 Some("startup" | "replay")
             )
             && v["updatedAt"].as_str() >= v["createdAt"].as_str();
-        rep.check(got == want && mode_ok, "read-consistency", subject, || {
+        rep.check(same && mode_ok, "read-consistency", subject, || {
             format!(
-                "session {}: Session object {v} where the model has {want}",
-                self.id
+                "session {}: Session object {v} where the model has {}",
+                self.id,
+                want()
             )
         });
     }
@@ -680,7 +735,7 @@ impl Sess {
                 rep.check(shape, "read-consistency", &subject, || {
                     format!("session {}: snapshot resume answered history {h}", self.id)
                 });
-                self.judge_snapshot(rep, &subject, &h["snapshot"], true);
+                self.judge_snapshot(rep, &subject, &h["snapshot"], None, true);
             }
         }
         self.judge_pending_requests(rep, &subject, &r["pendingRequests"]);
@@ -708,58 +763,57 @@ impl Sess {
 
     /// A `ViewSnapshot` against the state now. `ledger_exact`: the point
     /// is exact for intakes too (a resume's own place in the log), so
-    /// `queuedTurns` and `pendingCommands` are judged.
+    /// `queuedTurns` and `pendingCommands` are judged. `items_text`: the
+    /// snapshot's `state.items` kept as JSON text, a `null` in their place
+    /// in `snap` (see `wire::Keep::ItemsAsText`): the model's items when
+    /// it is exactly their canonical text (which parses to exactly them);
+    /// any other text is parsed and put in place, and the whole judged as
+    /// a value.
     pub fn judge_snapshot(
         &self,
         rep: &mut Report,
         subject: &str,
         snap: &Value,
+        items_text: Option<&str>,
         ledger_exact: bool,
     ) {
+        if let Some(t) = items_text.filter(|t| !self.items_are(t)) {
+            let mut whole = snap.clone();
+            whole["state"]["items"] = serde_json::from_str(t).expect("checked when read");
+            return self.judge_snapshot(rep, subject, &whole, None, ledger_exact);
+        }
         let st = &snap["state"];
-        // `items` (the bulk of a snapshot, growing with the session) is
-        // compared with the model's own items in place, not copied.
-        let mut want = json!({
-            "activeTurn": self.running.as_deref().map_or(Value::Null, |t| self.turn_ref(t)),
-            "pendingApprovals": self.pending_approvals_value(),
-            "pendingUserInputs": [],
-            "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
-            "goal": null, "todoList": null, "branch": null,
-            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
-            "turnCount": self.turn_count,
-            "revision": self.revision,
-            "kv": Value::Object(self.kv.clone()),
-        });
         // The host's state without the members not judged here, compared
-        // member by member in place (a snapshot grows with its session:
-        // no copy of it is made unless it differs).
+        // member by member in place with the model's (a snapshot grows
+        // with its session: no copy of it is made, and the model's side
+        // is written out as a `Value` only for a failure's message).
         let judged = |k: &str| {
             k != "approvalMode" && (ledger_exact || (k != "queuedTurns" && k != "pendingCommands"))
         };
         if ledger_exact {
-            want["queuedTurns"] =
-                Value::Array(self.queue.iter().map(|t| self.turn_ref(t)).collect());
-            want["pendingCommands"] = self.pending_commands();
             rep.hit("4.4 pendingCommands read");
         }
-        let same = match (st.as_object(), want.as_object()) {
-            (Some(g), Some(w)) => {
-                g.keys().filter(|k| judged(k)).count() == w.len() + 1
-                    && g.get("items").and_then(Value::as_array).map(Vec::as_slice)
-                        == Some(self.items.as_slice())
-                    && w.iter().all(|(k, x)| g.get(k) == Some(x))
-            }
-            _ => false,
-        };
-        if !same {
-            want["items"] = Value::Array(self.items.clone());
-        }
+        let same = st.as_object().is_some_and(|g| {
+            let members = if ledger_exact { 14 } else { 12 };
+            g.keys().filter(|k| judged(k)).count() == members
+                && (items_text.is_some()
+                    || g.get("items").and_then(Value::as_array).map(Vec::as_slice)
+                        == Some(self.items.as_slice()))
+                && self.snapshot_state_is(g, ledger_exact)
+        });
         let head_ok = snap["schemaVersion"] == json!(1)
             && snap["viewCursor"] == json!(self.cursor(self.head));
         rep.check(same && head_ok, "read-consistency", subject, || {
+            let mut want = self.snapshot_want(ledger_exact);
+            if !same {
+                want["items"] = Value::Array(self.items.clone());
+            }
             let mut got = st.clone();
             if let Some(o) = got.as_object_mut() {
                 o.retain(|k, _| judged(k));
+                if items_text.is_some() {
+                    o.insert("items".into(), Value::Array(self.items.clone()));
+                }
             }
             let diff: Vec<String> = want
                 .as_object()
@@ -782,6 +836,106 @@ impl Sess {
                 diff.join("; ")
             )
         });
+    }
+
+    /// A snapshot's `state` as the model has it, `items` aside (and with
+    /// `queuedTurns` and `pendingCommands` when `ledger_exact`).
+    fn snapshot_want(&self, ledger_exact: bool) -> Value {
+        let mut want = json!({
+            "activeTurn": self.running.as_deref().map_or(Value::Null, |t| self.turn_ref(t)),
+            "pendingApprovals": self.pending_approvals_value(),
+            "pendingUserInputs": [],
+            "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
+            "goal": null, "todoList": null, "branch": null,
+            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
+            "turnCount": self.turn_count,
+            "revision": self.revision,
+            "kv": Value::Object(self.kv.clone()),
+        });
+        if ledger_exact {
+            want["queuedTurns"] =
+                Value::Array(self.queue.iter().map(|t| self.turn_ref(t)).collect());
+            want["pendingCommands"] = self.pending_commands();
+        }
+        want
+    }
+
+    /// Whether every member of [`Sess::snapshot_want`] is in `g` with the
+    /// same value, compared in place (no `Value` is built).
+    fn snapshot_state_is(&self, g: &Map<String, Value>, ledger_exact: bool) -> bool {
+        let text = |v: &Value, k: &str, x: &str| v.get(k).and_then(Value::as_str) == Some(x);
+        let zero = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64) == Some(0);
+        let turn_ref = |v: &Value, t: &str| {
+            v.as_object().is_some_and(|o| o.len() == 2)
+                && text(v, "turnId", t)
+                && text(
+                    v,
+                    "commandId",
+                    self.turns.get(t).map_or("", |x| x.cid.as_str()),
+                )
+        };
+        let array = |k: &str| g.get(k).and_then(Value::as_array).map(Vec::as_slice);
+        let pending = self.pending_approvals();
+        let approvals_ok = array("pendingApprovals").is_some_and(|got| {
+            got.len() == pending.len()
+                && got.iter().zip(&pending).all(|(v, a)| {
+                    v.as_object().is_some_and(|o| o.len() == 3)
+                        && v.get("approvalId") == Some(&a.params["approvalId"])
+                        && text(v, "itemId", &a.item)
+                        && v.get("viewCursor") == Some(&a.params["viewCursor"])
+                })
+        });
+        let ledger_ok = !ledger_exact || {
+            let mut intakes: Vec<&Intake> = self
+                .ledger
+                .values()
+                .filter(|i| i.settled.is_none())
+                .collect();
+            intakes.sort_by_key(|i| i.seq);
+            array("queuedTurns").is_some_and(|got| {
+                got.len() == self.queue.len()
+                    && got.iter().zip(&self.queue).all(|(v, t)| turn_ref(v, t))
+            }) && array("pendingCommands").is_some_and(|got| {
+                got.len() == intakes.len()
+                    && got.iter().zip(&intakes).all(|(v, i)| {
+                        v.as_object().is_some_and(|o| o.len() == 2)
+                            && text(v, "commandId", &i.cid)
+                            && text(v, "method", &i.method)
+                    })
+            })
+        };
+        let null = |k: &str| g.get(k) == Some(&Value::Null);
+        let object = |k: &str, n: usize| {
+            g.get(k)
+                .and_then(Value::as_object)
+                .is_some_and(|o| o.len() == n)
+        };
+        let u64_is = |k: &str, n: u64| g.get(k).and_then(Value::as_u64) == Some(n);
+        let active_ok = match (&self.running, g.get("activeTurn")) {
+            (None, v) => v == Some(&Value::Null),
+            (Some(t), Some(v)) => turn_ref(v, t),
+            (Some(_), None) => false,
+        };
+        let member = |k: &str| g.get(k).unwrap_or(&Value::Null);
+        let (model, tokens) = (member("effectiveModel"), member("tokenUsage"));
+        active_ok
+            && approvals_ok
+            && array("pendingUserInputs").is_some_and(<[Value]>::is_empty)
+            && object("effectiveModel", 3)
+            && text(model, "modelId", "scripted")
+            && text(model, "providerId", "msp")
+            && text(model, "source", "default")
+            && null("goal")
+            && null("todoList")
+            && null("branch")
+            && object("tokenUsage", 3)
+            && zero(tokens, "promptTokens")
+            && zero(tokens, "outputTokens")
+            && zero(tokens, "totalTokens")
+            && u64_is("turnCount", self.turn_count)
+            && u64_is("revision", self.revision)
+            && g.get("kv").and_then(Value::as_object) == Some(&self.kv)
+            && ledger_ok
     }
 
     /// What PROTOCOL.md prescribes for a command admitted now.
@@ -1838,5 +1992,314 @@ mod tests {
         assert_eq!(iso8601(1_754_590_931_412), "2025-08-07T18:22:11.412Z");
         assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso8601(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    /// The old judgement of a snapshot: the model's state built as a
+    /// `Value` and compared member by member.
+    fn snapshot_ok_by_values(s: &Sess, snap: &Value, ledger_exact: bool) -> bool {
+        let st = &snap["state"];
+        let want = s.snapshot_want(ledger_exact);
+        let judged = |k: &str| {
+            k != "approvalMode" && (ledger_exact || (k != "queuedTurns" && k != "pendingCommands"))
+        };
+        let same = match (st.as_object(), want.as_object()) {
+            (Some(g), Some(w)) => {
+                g.keys().filter(|k| judged(k)).count() == w.len() + 1
+                    && g.get("items").and_then(Value::as_array).map(Vec::as_slice)
+                        == Some(s.items.as_slice())
+                    && w.iter().all(|(k, x)| g.get(k) == Some(x))
+            }
+            _ => false,
+        };
+        let head_ok =
+            snap["schemaVersion"] == json!(1) && snap["viewCursor"] == json!(s.cursor(s.head));
+        same && head_ok
+    }
+
+    /// Every value one change away from `v` (up to `depth` levels down):
+    /// each member or element replaced by odd values, removed, or joined
+    /// by an extra member.
+    fn one_change_away(v: &Value, depth: usize, out: &mut Vec<Value>) {
+        let odd = [
+            Value::Null,
+            json!(0),
+            serde_json::from_str::<Value>("-0").unwrap(),
+            json!(0.0),
+            json!(1),
+            json!("x"),
+            json!("c1"),
+            json!([]),
+            json!({}),
+        ];
+        match v {
+            Value::Object(o) => {
+                let mut extra = v.clone();
+                extra["zz"] = json!(1);
+                out.push(extra);
+                for k in o.keys() {
+                    for x in &odd {
+                        let mut w = v.clone();
+                        w[k.as_str()] = x.clone();
+                        out.push(w);
+                    }
+                    let mut w = v.clone();
+                    w.as_object_mut().unwrap().remove(k);
+                    out.push(w);
+                    if depth > 0 {
+                        let mut inner = Vec::new();
+                        one_change_away(&o[k], depth - 1, &mut inner);
+                        for x in inner {
+                            let mut w = v.clone();
+                            w[k.as_str()] = x;
+                            out.push(w);
+                        }
+                    }
+                }
+            }
+            Value::Array(a) => {
+                let mut longer = a.clone();
+                longer.push(json!({}));
+                out.push(Value::Array(longer));
+                if let Some(first) = a.first() {
+                    out.push(Value::Array(a[1..].to_vec()));
+                    let mut rev = a.clone();
+                    rev.reverse();
+                    out.push(Value::Array(rev));
+                    if depth > 0 {
+                        let mut inner = Vec::new();
+                        one_change_away(first, depth - 1, &mut inner);
+                        for x in inner {
+                            let mut w = a.clone();
+                            w[0] = x;
+                            out.push(Value::Array(w));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Judging a snapshot in place gives the verdicts of building the
+    /// model's state as a `Value`, on snapshots one change away from right.
+    #[test]
+    fn snapshots_are_judged_as_by_values() {
+        let mut cases = (0, 0);
+        for running in [false, true] {
+            let mut s = Sess::new("s1", true);
+            s.head = 4;
+            s.turn_count = 2;
+            s.revision = 3;
+            s.kv.insert("a".into(), json!([1, {"b": null}]));
+            let p = json!({"input": [{"type": "text", "text": "hi"}]});
+            if running {
+                s.new_turn("t1", "c1", &p, TurnSt::Running);
+                s.running = Some("t1".into());
+            }
+            s.new_turn("t2", "c2", &p, TurnSt::Queued);
+            s.new_turn("t3", "c3", &p, TurnSt::Queued);
+            s.queue = vec!["t2".into(), "t3".into()];
+            for (a, n) in [("a1", 3), ("a2", 2)] {
+                s.approvals.insert(
+                    a.into(),
+                    Appr {
+                        turn: "t1".into(),
+                        item: format!("i{a}"),
+                        params: json!({"approvalId": a, "viewCursor": format!("v:s1:{n}")}),
+                        resolved: None,
+                        effect: None,
+                    },
+                );
+            }
+            for (seq, cid) in [(2, "c2"), (1, "c3")] {
+                s.ledger.insert(
+                    cid.into(),
+                    Intake {
+                        cid: cid.into(),
+                        method: "turn/start".into(),
+                        params: p.clone(),
+                        sig: String::new(),
+                        answer: Ok(json!({})),
+                        settled: None,
+                        effect: false,
+                        owed: None,
+                        seq,
+                        at: 0,
+                        writer: None,
+                    },
+                );
+            }
+            s.upsert_item(&json!({"itemId": "i1", "kind": "userMessage", "text": "hi"}));
+            for ledger_exact in [false, true] {
+                let mut state = s.snapshot_want(true);
+                state["items"] = Value::Array(s.items.clone());
+                state["approvalMode"] = json!({"mode": "promptUnmatched"});
+                let good =
+                    json!({"schemaVersion": 1, "viewCursor": s.cursor(s.head), "state": state});
+                let mut snaps = vec![good.clone()];
+                one_change_away(&good, 3, &mut snaps);
+                for snap in &snaps {
+                    let mut rep = Report::default();
+                    s.judge_snapshot(&mut rep, "t", snap, None, ledger_exact);
+                    let want = snapshot_ok_by_values(&s, snap, ledger_exact);
+                    assert_eq!(rep.violations.is_empty(), want, "{snap}");
+                    if want {
+                        cases.0 += 1;
+                    } else {
+                        cases.1 += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases.0 > 8 && cases.1 > 500, "{cases:?}");
+    }
+
+    /// The old, copying judgement of a `Session` object.
+    fn session_ok_by_copies(s: &Sess, v: &Value, loaded: bool) -> bool {
+        let status = match (loaded, &s.running) {
+            (false, _) => "notLoaded",
+            (true, Some(_)) => "running",
+            (true, None) => "idle",
+        };
+        let path = if s.durable {
+            format!("{}/sessions/{}/session.log", crate::process::DATA_DIR, s.id)
+        } else {
+            String::new()
+        };
+        let mut want = json!({
+            "sessionId": s.id,
+            "status": status,
+            "turnCount": s.turn_count,
+            "path": path,
+            "workspaceRoot": s.workspace_root,
+            "providerId": "msp",
+            "modelId": "scripted",
+            "forkedFrom": null,
+            "activeTurnId": s.running,
+        });
+        if let Some(ms) = s.created_at_ms {
+            want["createdAt"] = json!(iso8601(ms));
+        }
+        let mut got = v.clone();
+        if let Some(o) = got.as_object_mut() {
+            o.remove("updatedAt");
+            o.remove("approvalMode");
+            if s.created_at_ms.is_none() {
+                o.remove("createdAt");
+            }
+        }
+        let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
+            && matches!(
+                v["approvalMode"]["source"].as_str(),
+                Some("startup" | "replay")
+            )
+            && v["updatedAt"].as_str() >= v["createdAt"].as_str();
+        got == want && mode_ok
+    }
+
+    /// Judging a `Session` object in place gives the copying verdicts.
+    #[test]
+    fn session_objects_are_judged_as_by_copies() {
+        let base = |s: &Sess, status: &str| {
+            let mut v = json!({
+                "sessionId": s.id,
+                "status": status,
+                "turnCount": s.turn_count,
+                "path": if s.durable { format!("{}/sessions/{}/session.log", crate::process::DATA_DIR, s.id) } else { String::new() },
+                "workspaceRoot": s.workspace_root,
+                "providerId": "msp",
+                "modelId": "scripted",
+                "forkedFrom": null,
+                "activeTurnId": s.running,
+                "approvalMode": {"mode": "promptUnmatched", "source": "startup"},
+                "updatedAt": "2025-08-07T18:22:12.000Z",
+            });
+            if let Some(ms) = s.created_at_ms {
+                v["createdAt"] = json!(iso8601(ms));
+            }
+            v
+        };
+        let mut cases = 0;
+        for durable in [true, false] {
+            for running in [None, Some("t1".to_string())] {
+                for created in [None, Some(1_754_590_931_412u64)] {
+                    for root in [Value::Null, json!("/w")] {
+                        let mut s = Sess::new("s1", durable);
+                        s.running = running.clone();
+                        s.created_at_ms = created;
+                        s.workspace_root = root.clone();
+                        s.turn_count = 3;
+                        for loaded in [true, false] {
+                            let status = match (loaded, &running) {
+                                (false, _) => "notLoaded",
+                                (true, Some(_)) => "running",
+                                (true, None) => "idle",
+                            };
+                            let good = base(&s, status);
+                            let mut vs = vec![good.clone(), json!(null), json!([good.clone()])];
+                            let edits: Vec<(&str, Value)> = vec![
+                                ("turnCount", json!(3.0)),
+                                ("turnCount", json!(4)),
+                                ("turnCount", json!("3")),
+                                ("status", json!("idle")),
+                                ("status", json!("running")),
+                                ("sessionId", json!("S1")),
+                                ("path", json!("")),
+                                ("workspaceRoot", json!("/w")),
+                                ("workspaceRoot", Value::Null),
+                                ("forkedFrom", json!("x")),
+                                ("activeTurnId", json!("t1")),
+                                ("activeTurnId", Value::Null),
+                                ("activeTurnId", json!("t2")),
+                                ("createdAt", json!("2025-08-07T18:22:11.412Z")),
+                                ("createdAt", json!("1999-01-01T00:00:00.000Z")),
+                                ("createdAt", Value::Null),
+                                ("updatedAt", json!("2000-01-01T00:00:00.000Z")),
+                                (
+                                    "approvalMode",
+                                    json!({"mode": "promptUnmatched", "source": "replay"}),
+                                ),
+                                ("approvalMode", json!({"mode": "never", "source": "replay"})),
+                                ("extra", json!(1)),
+                                ("providerId", json!("x")),
+                                ("modelId", Value::Null),
+                            ];
+                            for (k, x) in edits {
+                                let mut v = good.clone();
+                                v[k] = x;
+                                vs.push(v);
+                            }
+                            for k in [
+                                "sessionId",
+                                "turnCount",
+                                "path",
+                                "workspaceRoot",
+                                "forkedFrom",
+                                "activeTurnId",
+                                "createdAt",
+                                "updatedAt",
+                                "approvalMode",
+                                "modelId",
+                            ] {
+                                let mut v = good.clone();
+                                v.as_object_mut().unwrap().remove(k);
+                                vs.push(v);
+                            }
+                            for v in &vs {
+                                let mut rep = Report::default();
+                                s.judge_session(&mut rep, "t", v, loaded);
+                                assert_eq!(
+                                    rep.violations.is_empty(),
+                                    session_ok_by_copies(&s, v, loaded),
+                                    "{v}"
+                                );
+                                cases += usize::from(rep.violations.is_empty());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(cases > 32, "some objects pass ({cases})");
     }
 }

@@ -56,69 +56,222 @@ pub fn parse(line: &[u8]) -> Option<Frame> {
 /// read it does not judge, an answer to nothing it saw asked); whether a
 /// line is a frame at all is decided as [`parse`] decides it.
 pub fn parse_with(line: &[u8], want_result: &dyn Fn(&Value) -> bool) -> Option<Frame> {
+    let keep = |id: &Value| {
+        if want_result(id) {
+            Keep::Whole
+        } else {
+            Keep::Nothing
+        }
+    };
+    parse_frame(line, &keep).map(|(f, _)| f)
+}
+
+/// What [`parse_frame`] keeps of a response's `result`, chosen by the
+/// response's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep<'k> {
+    /// Nothing: the result is only checked; `null` stands in for it.
+    Nothing,
+    /// The whole result, as a `Value`.
+    Whole,
+    /// A read's result: all of it as a `Value` except the snapshot's items
+    /// (`history.snapshot.state.items`, the bulk of a read, growing with
+    /// its session), which are checked as strictly and kept as their JSON
+    /// text, a `null` standing in for them in the `Value`. The model
+    /// compares them as text with its own items written out, and parses
+    /// them only when the texts differ. With the model's items written out
+    /// ([`canonical`] texts of values [`round_trips`] holds for), items
+    /// that are exactly those texts are not checked again: such text is
+    /// valid JSON that parses back to exactly those values, and shallow
+    /// enough in any line.
+    ItemsAsText(Option<&'k [String]>),
+}
+
+/// How deep the values [`round_trips`] vouches for may nest.
+pub const KNOWN_DEPTH: usize = 32;
+
+/// Whether `v`'s [`canonical`] text parses back to exactly `v`, in any
+/// place of a line: it nests at most [`KNOWN_DEPTH`] levels, holds no
+/// float (serde_json reads floats back to the nearest value only on a
+/// best effort) and no member named as serde_json's raw-value token (which,
+/// sorted first, would make a `Value` read its object as raw JSON text).
+pub fn round_trips(v: &Value) -> bool {
+    fn walk(v: &Value, left: usize) -> bool {
+        match v {
+            Value::Number(n) => !n.is_f64(),
+            Value::Array(a) => left > 0 && a.iter().all(|x| walk(x, left - 1)),
+            Value::Object(o) => {
+                left > 0
+                    && o.iter()
+                        .all(|(k, x)| k != RAW_VALUE_TOKEN && walk(x, left - 1))
+            }
+            _ => true,
+        }
+    }
+    walk(v, KNOWN_DEPTH)
+}
+
+/// Whether `text` is exactly a JSON array of `parts` (no spaces).
+pub fn is_array_of(text: &str, parts: &[String]) -> bool {
+    array_prefix(text, parts) == Some(text.len())
+}
+
+/// The length of the start of `text` that is exactly a JSON array of
+/// `parts` (no spaces), if it starts so.
+fn array_prefix(text: &str, parts: &[String]) -> Option<usize> {
+    let mut rest = text.strip_prefix('[')?;
+    for (i, x) in parts.iter().enumerate() {
+        let sep = if i > 0 {
+            rest.strip_prefix(',')
+        } else {
+            Some(rest)
+        };
+        rest = sep?.strip_prefix(x.as_str())?;
+    }
+    rest.strip_prefix(']')?;
+    Some(text.len() - rest.len() + 1)
+}
+
+/// A line with a read's items cut out: `null` in their place.
+struct Spliced<'a> {
+    /// The line with `null` in place of the items.
+    line: Vec<u8>,
+    /// Where the `null` starts.
+    at: usize,
+    /// The items' text in the original line.
+    items: &'a str,
+}
+
+/// The line with the value of the first `"items":` member that is exactly
+/// one of the `known` arrays (written out as [`Keep::ItemsAsText`] trusts)
+/// replaced by `null`.
+fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> {
+    let s = std::str::from_utf8(line).ok()?;
+    let (at, len) = s.match_indices("\"items\":[").find_map(|(i, _)| {
+        let at = i + "\"items\":".len();
+        known
+            .iter()
+            .find_map(|k| array_prefix(&s[at..], k))
+            .map(|len| (at, len))
+    })?;
+    let mut cut = Vec::with_capacity(s.len() - len + 4);
+    cut.extend_from_slice(&line[..at]);
+    cut.extend_from_slice(b"null");
+    cut.extend_from_slice(&line[at + len..]);
+    Some(Spliced {
+        line: cut,
+        at,
+        items: &s[at..at + len],
+    })
+}
+
+/// [`parse_frame`], for a line that may be a read's answer whose items are
+/// exactly one of the `known` arrays of texts (each trusted, as
+/// [`Keep::ItemsAsText`] trusts them): those items are cut out of the line
+/// unread, by text, and the rest is parsed. The cut is taken only when the
+/// parse of the rest read the `null` in their place, exactly there, as the
+/// items of a read's result: the line is then the valid line with a valid
+/// value (those items, valid JSON shallow enough anywhere) in that value's
+/// place, so it is a frame exactly when the rest is, and its items are
+/// that text ([`Aside::Items`]). Any other line is read by [`parse_frame`].
+pub fn parse_read_frame<'a, 'k>(
+    line: &'a [u8],
+    known: &[&[String]],
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
+    if let Some(cut) = splice_items(line, known) {
+        if let Some((f, Some(raw))) = parse_frame(&cut.line, keep) {
+            let offset = (raw.as_ptr() as usize).checked_sub(cut.line.as_ptr() as usize);
+            if raw == "null" && offset == Some(cut.at) {
+                return Some((f, Some(cut.items)));
+            }
+        }
+    }
+    parse_frame(line, keep)
+}
+
+/// Where [`Keep::ItemsAsText`] finds the items in a read's result.
+const ITEMS_PATH: [&str; 4] = ["history", "snapshot", "state", "items"];
+
+/// [`parse_with`], choosing per response id what to keep of its result
+/// ([`Keep`]); with [`Keep::ItemsAsText`], the items' text when they were
+/// kept as text (`None` when the line was read any other way: then the
+/// frame holds the whole result, items included). Whether a line is a frame
+/// at all is decided as [`parse`] decides it, and putting the parsed text
+/// back in place of its `null` gives what [`parse`] gives.
+pub fn parse_frame<'a, 'k>(
+    line: &'a [u8],
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
     let Ok(s) = std::str::from_utf8(line) else {
-        return parse_whole(line);
+        return parse_whole(line).map(|f| (f, None));
     };
     let mut de = serde_json::Deserializer::from_str(s);
-    let parts = serde::de::DeserializeSeed::deserialize(FrameSeed { want_result }, &mut de)
+    let parts = serde::de::DeserializeSeed::deserialize(FrameSeed { keep }, &mut de)
         .and_then(|p| de.end().map(|()| p));
     // Anything unusual (not an object, not JSON, a member spelled as
-    // serde_json's raw-value token, a result skipped for an id that a later
-    // duplicate `id` replaced) is read the whole-value way.
+    // serde_json's raw-value token, a result read for an id that a later
+    // duplicate `id` replaced, a read's result not shaped as a read) is
+    // read the whole-value way.
     let Ok(p) = parts else {
-        return parse_whole(line);
+        return parse_whole(line).map(|f| (f, None));
     };
     if let Some(Value::String(method)) = p.method {
         let params = p.params.unwrap_or_else(|| Value::Object(Map::new()));
         let emitted_ms = p.emitted.as_ref().and_then(Value::as_u64).unwrap_or(0);
-        return Some(match p.id {
+        let f = match p.id {
             Some(id) => Frame::Request { id, method, params },
             None => Frame::Notification {
                 method,
                 params,
                 emitted_ms,
             },
-        });
+        };
+        return Some((f, None));
     }
     let id = p.id.unwrap_or(Value::Null);
     if let Some(r) = p.result {
-        let r = match r {
-            Res::Kept(v) => v,
-            Res::Skipped(for_id) if for_id == id => Value::Null,
-            Res::Skipped(_) => return parse_whole(line),
+        let (r, items) = match r {
+            Res::Kept(v) => (v, None),
+            Res::Skipped(for_id) if for_id == id => (Value::Null, None),
+            Res::Items(v, items, for_id) if for_id == id => (v, items),
+            Res::Skipped(_) | Res::Items(..) => return parse_whole(line).map(|f| (f, None)),
         };
-        return Some(Frame::Response { id, outcome: Ok(r) });
+        return Some((Frame::Response { id, outcome: Ok(r) }, items));
     }
     let e = p.error?;
-    Some(Frame::Response {
+    let f = Frame::Response {
         id,
         outcome: Err(e),
-    })
+    };
+    Some((f, None))
 }
 
 /// serde_json's private member name that makes a `Value` parse its string
 /// as JSON; such a line is left to [`parse_whole`].
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
-/// A line's members as [`parse_with`] reads them (the last of a repeated
+/// A line's members as [`parse_frame`] reads them (the last of a repeated
 /// member wins, as in a `Value`).
 #[derive(Default)]
-struct Parts {
+struct Parts<'de> {
     method: Option<Value>,
     params: Option<Value>,
     id: Option<Value>,
     emitted: Option<Value>,
-    result: Option<Res>,
+    result: Option<Res<'de>>,
     error: Option<Value>,
 }
 
-/// A `result` member, kept or only checked (for this id).
-enum Res {
+/// A `result` member: kept, only checked (for this id), or kept with its
+/// items as text (for this id).
+enum Res<'de> {
     Kept(Value),
     Skipped(Value),
+    Items(Value, Option<&'de str>, Value),
 }
 
-/// The members of a frame [`parse_with`] tells apart.
+/// The members of a frame [`parse_frame`] tells apart.
 enum Member {
     Method,
     Params,
@@ -154,25 +307,25 @@ impl<'de> serde::Deserialize<'de> for Member {
     }
 }
 
-/// Reads a frame's members; `want_result` decides whether a `result` that
-/// follows its `id` is kept.
-struct FrameSeed<'a> {
-    want_result: &'a dyn Fn(&Value) -> bool,
+/// Reads a frame's members; `keep` decides what is kept of a `result`
+/// that follows its `id`.
+struct FrameSeed<'a, 'k> {
+    keep: &'a dyn Fn(&Value) -> Keep<'k>,
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for FrameSeed<'_> {
-    type Value = Parts;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Parts, D::Error> {
+impl<'de> serde::de::DeserializeSeed<'de> for FrameSeed<'_, '_> {
+    type Value = Parts<'de>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Parts<'de>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for FrameSeed<'_> {
-    type Value = Parts;
+impl<'de> serde::de::Visitor<'de> for FrameSeed<'_, '_> {
+    type Value = Parts<'de>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON-RPC object")
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Parts, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Parts<'de>, A::Error> {
         let mut p = Parts::default();
         while let Some(k) = m.next_key::<Member>()? {
             match k {
@@ -182,10 +335,19 @@ impl<'de> serde::de::Visitor<'de> for FrameSeed<'_> {
                 Member::Emitted => p.emitted = Some(m.next_value()?),
                 Member::Error => p.error = Some(m.next_value()?),
                 Member::Result => {
-                    p.result = Some(match &p.id {
-                        Some(id) if !(self.want_result)(id) => {
+                    let keep = p.id.as_ref().map_or(Keep::Whole, |id| (self.keep)(id));
+                    p.result = Some(match (keep, &p.id) {
+                        (Keep::Nothing, Some(id)) => {
                             m.next_value::<Checked>()?;
                             Res::Skipped(id.clone())
+                        }
+                        (Keep::ItemsAsText(known), Some(id)) => {
+                            let seed = PathSeed {
+                                path: &ITEMS_PATH,
+                                known,
+                            };
+                            let (v, items) = m.next_value_seed(seed)?;
+                            Res::Items(v, items, id.clone())
                         }
                         _ => Res::Kept(m.next_value()?),
                     })
@@ -196,6 +358,168 @@ impl<'de> serde::de::Visitor<'de> for FrameSeed<'_> {
             }
         }
         Ok(p)
+    }
+}
+
+/// An object read as a `Value` is, except the member at the end of `path`
+/// (through objects named by the path's members), which is kept as its
+/// text (checked by [`Bounded`]) with `null` in its place. Anything but an
+/// object on the path (and any raw-value token as a member name) is an
+/// error: the line is then read the whole-value way. Text that is exactly
+/// an array of the `known` texts is not checked again (see
+/// [`Keep::ItemsAsText`]).
+struct PathSeed<'p, 'k> {
+    path: &'p [&'static str],
+    known: Option<&'k [String]>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for PathSeed<'_, '_> {
+    type Value = (Value, Option<&'de str>);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PathSeed<'_, '_> {
+    type Value = (Value, Option<&'de str>);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut o = Map::new();
+        let mut text = None;
+        while let Some(Key(k)) = m.next_key::<Key>()? {
+            match self.path {
+                [last] if k == *last => {
+                    let raw: &'de serde_json::value::RawValue = m.next_value()?;
+                    if !self.known.is_some_and(|k| is_array_of(raw.get(), k)) {
+                        check_bounded(raw.get()).map_err(A::Error::custom)?;
+                    }
+                    text = Some(raw.get());
+                    o.insert(k, Value::Null);
+                }
+                [first, rest @ ..] if k == *first => {
+                    let seed = PathSeed {
+                        path: rest,
+                        known: self.known,
+                    };
+                    let (v, t) = m.next_value_seed(seed)?;
+                    text = t;
+                    o.insert(k, v);
+                }
+                _ => {
+                    let v: Value = m.next_value()?;
+                    o.insert(k, v);
+                }
+            }
+        }
+        Ok((Value::Object(o), text))
+    }
+}
+
+/// A member name, as a `Value` reads it; the raw-value token is an error.
+struct Key(String);
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
+                if k == RAW_VALUE_TOKEN {
+                    return Err(E::custom("raw value token"));
+                }
+                Ok(Key(k.to_string()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// How deep [`Bounded`] lets JSON text nest: far less than serde_json's
+/// limit (128 levels for a whole line), so that text kept apart from its
+/// line is never accepted where the line, read whole, is too deep.
+const BOUNDED_DEPTH: u8 = 64;
+
+/// Checks JSON text kept apart from its line as [`Checked`] checks a value
+/// in place (the same parser paths), nesting at most [`BOUNDED_DEPTH`]
+/// levels, and nothing after it.
+fn check_bounded(text: &str) -> serde_json::Result<()> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::de::DeserializeSeed::deserialize(Bounded(BOUNDED_DEPTH), &mut de)?;
+    de.end()
+}
+
+/// [`Checked`], with a nesting budget.
+struct Bounded(u8);
+
+impl Bounded {
+    /// The budget one level down; an error past the bottom.
+    fn down<E: serde::de::Error>(&self) -> Result<Bounded, E> {
+        match self.0 {
+            0 => Err(E::custom("nested too deep to check apart")),
+            n => Ok(Bounded(n - 1)),
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Bounded {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Bounded {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i128<E>(self, _: i128) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u128<E>(self, _: u128) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+        let down = self.down()?;
+        while s.next_element_seed(Bounded(down.0))?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        let down = self.down()?;
+        while m.next_key::<Member>()?.is_some() {
+            m.next_value_seed(Bounded(down.0))?;
+        }
+        Ok(())
     }
 }
 
@@ -635,6 +959,198 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A frame from [`parse_frame`] with its items text parsed and put
+    /// back in place of its `null`.
+    fn restored(f: Frame, items: Option<&str>) -> Frame {
+        match (f, items) {
+            (
+                Frame::Response {
+                    id,
+                    outcome: Ok(mut r),
+                },
+                Some(t),
+            ) => {
+                let st = &mut r["history"]["snapshot"]["state"];
+                assert_eq!(st["items"], Value::Null, "a null stands in");
+                st["items"] = serde_json::from_str(t).expect("checked text parses");
+                Frame::Response { id, outcome: Ok(r) }
+            }
+            (f, None) => f,
+            (f, Some(t)) => panic!("items text {t} for {f:?}"),
+        }
+    }
+
+    /// Read-shaped lines, and odd ones, read with their items as text:
+    /// the same frames (or none) as the whole-value parse, whatever the
+    /// model knows of the items.
+    #[test]
+    fn parse_frame_with_items_as_text_agrees_with_the_whole_value_parse() {
+        let read = |items: &str| {
+            format!(
+                r#"{{"id":3,"jsonrpc":"2.0","result":{{"history":{{"items":null,"mode":"snapshot","snapshot":{{"schemaVersion":1,"state":{{"activeTurn":null,"items":{items},"kv":{{"a":1}}}},"viewCursor":"v:s:2"}}}},"pendingRequests":[],"viewCursor":"v:s:2"}}}}"#
+            )
+        };
+        let nest = |n: usize| format!("[{}1{}]", "[".repeat(n), "]".repeat(n));
+        let mut lines: Vec<String> = [
+            r#"[{"a":1,"b":"x\u00e9"},{"c":[1,2,{"d":null}]}]"#,
+            r#"[]"#,
+            r#"[{"a":1}]"#,
+            r#"[{"a":1,"b":"xé"},{"c":[1,2,{"d":null}]}]"#,
+            r#" [ {"a" : 1} ] "#,
+            r#"[{"a":"\x"}]"#,
+            r#"[{"a":"\ud800"}]"#,
+            r#"[{"a":"\ud83d\ude00"}]"#,
+            r#"[{"a":1e400}]"#,
+            r#"[{"a":1e300,"b":-0,"c":18446744073709551616,"d":2.5}]"#,
+            r#"[{"a":1},]"#,
+            r#"[{"a":1}"#,
+            r#"{"not":"an array"}"#,
+            r#"null"#,
+            r#"[{"$serde_json::private::RawValue":"{\"k\":1}"}]"#,
+            r#"[{"a":1,"$serde_json::private::RawValue":"2"}]"#,
+            r#"[{"a":"a\u0000b"}]"#,
+        ]
+        .iter()
+        .map(|i| read(i))
+        .collect();
+        // Nesting: the line read whole takes at most 127 levels; the items
+        // sit 6 deep.
+        for n in [20, 31, 40, 62, 63, 64, 100, 119, 120, 121, 122, 130] {
+            lines.push(read(&nest(n)));
+        }
+        let odd = [
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}},"history":{"snapshot":{"state":{"items":[2]}}}}}"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1],"items":[2]}}}}}"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}},"history":{"snapshot":null}}}"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]},"state":{"x":1}}}}}"#,
+            r#"{"id":3,"result":{"history":null}}"#,
+            r#"{"id":3,"result":{"history":[1]}}"#,
+            r#"{"id":3,"result":[1]}"#,
+            r#"{"id":3,"result":null}"#,
+            r#"{"id":3,"result":{}}"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"$serde_json::private::RawValue":"{}"}}}}}"#,
+            r#"{"id":3,"result":{"$serde_json::private::RawValue":"{\"history\":1}"}}"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}},"id":4}"#,
+            r#"{"result":{"history":{"snapshot":{"state":{"items":[1]}}}},"id":3}"#,
+            r#"{"id":3,"error":{"code":1}}"#,
+            r#"{"id":3,"method":"x","result":{"history":{"snapshot":{"state":{"items":[1]}}}}}"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}}} x"#,
+            r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}},}"#,
+        ];
+        lines.extend(odd.iter().map(|l| l.to_string()));
+        let texts = |items: &[Value]| -> Vec<String> {
+            items
+                .iter()
+                .map(|v| {
+                    let mut t = String::new();
+                    canonical(v, &mut t);
+                    t
+                })
+                .collect()
+        };
+        let known = [
+            texts(&[
+                json!({"a": 1, "b": "x\u{e9}"}),
+                json!({"c": [1, 2, {"d": null}]}),
+            ]),
+            texts(&[json!({"a": 1})]),
+            texts(&[json!(1)]),
+            texts(&[]),
+        ];
+        let mut taken = 0;
+        for line in &lines {
+            let line = line.as_bytes();
+            let whole = parse_whole(line);
+            let mut modes = vec![Keep::ItemsAsText(None), Keep::Whole];
+            modes.extend(known.iter().map(|k| Keep::ItemsAsText(Some(k.as_slice()))));
+            for mode in modes {
+                for id in [json!(3), json!(4)] {
+                    let keep = |x: &Value| if *x == id { mode } else { Keep::Whole };
+                    let got = parse_frame(line, &keep);
+                    let text = got.as_ref().and_then(|(_, t)| *t);
+                    taken += usize::from(text.is_some());
+                    let got = got.map(|(f, t)| restored(f, t));
+                    assert_eq!(
+                        got,
+                        whole,
+                        "{} with {mode:?} for {id}",
+                        String::from_utf8_lossy(line)
+                    );
+                }
+            }
+        }
+        assert!(taken > 40, "the text path is taken ({taken})");
+        // Items cut out by text: the same frames again, whether the cut is
+        // taken or not.
+        let mut cut_lines = lines.clone();
+        cut_lines.extend(
+            [
+                // The known text elsewhere than the state's items.
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[2]}}},"x":{"items":[1]}}}"#,
+                r#"{"id":3,"result":{"history":{"items":[1],"snapshot":{"state":{"items":[2]}}}}}"#,
+                r#"{"id":3,"result":{"a":"\"items\":[1]","history":{"snapshot":{"state":{"items":[1]}}}}}"#,
+                // A later member of the same name wins.
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1],"items":[2]}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[2],"items":[1]}}}}}"#,
+                // Bytes after the known text that no valid line has.
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]]}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1] x}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1],"k":1e400}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}},"id":4}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1,2]}}}}}"#,
+                r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}}}"#,
+                r#"{"id":3,"method":"m","params":{"items":[1]}}"#,
+                r#"{"id":3,"result":{"items":[1]}}"#,
+            ]
+            .iter()
+            .map(|l| l.to_string()),
+        );
+        let lists: Vec<&[String]> = known.iter().map(Vec::as_slice).collect();
+        let mut cut = 0;
+        for line in &cut_lines {
+            let line = line.as_bytes();
+            let whole = parse_whole(line);
+            for n in 1..=lists.len() {
+                for id in [json!(3), json!(4)] {
+                    let keep = |x: &Value| {
+                        if *x == id {
+                            Keep::ItemsAsText(Some(lists[0]))
+                        } else {
+                            Keep::Whole
+                        }
+                    };
+                    let got = parse_read_frame(line, &lists[..n], &keep);
+                    let text = got.as_ref().and_then(|(_, t)| *t);
+                    cut += usize::from(
+                        text.is_some_and(|t| lists[..n].iter().any(|k| is_array_of(t, k))),
+                    );
+                    let got = got.map(|(f, t)| restored(f, t));
+                    assert_eq!(
+                        got,
+                        whole,
+                        "{} with {n} lists for {id}",
+                        String::from_utf8_lossy(line)
+                    );
+                }
+            }
+        }
+        assert!(cut > 10, "the cut is taken ({cut})");
+        // The model's own items, written out as a host writes them, are
+        // known text (and are not when they would not read back the same).
+        let items = [
+            json!({"itemId": "i1", "kind": "userMessage", "text": "hi \"x\"\n", "revision": 2, "nested": {"z": [1, -2, 18446744073709551615u64], "a": null}}),
+        ];
+        let host = serde_json::to_string(&items).unwrap();
+        assert!(is_array_of(&host, &texts(&items)));
+        assert!(items.iter().all(round_trips));
+        assert!(!round_trips(&json!({"a": 2.5})));
+        assert!(!round_trips(&serde_json::from_str(&nest(40)).unwrap()));
+        let mut o = Map::new();
+        o.insert("a".into(), json!(1));
+        o.insert(RAW_VALUE_TOKEN.into(), json!("2"));
+        assert!(!round_trips(&Value::Object(o)));
     }
 
     #[test]

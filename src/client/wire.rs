@@ -475,19 +475,38 @@ pub(crate) fn parse_server_line(line: &[u8]) -> Result<ServerFrame, BadFrame> {
     let Value::Object(mut o) = v else {
         return bad("a frame must be a JSON object".into());
     };
-    let id = o.remove("id");
-    match (o.remove("method"), id) {
+    classify(
+        o.remove("id"),
+        o.remove("method"),
+        o.remove("params"),
+        o.remove("result"),
+        o.remove("error"),
+    )
+}
+
+/// Classifies a frame by its members (each `None` when absent): the one
+/// definition both line readers share ([`parse_server_line`] and the fast
+/// path in `frame`).
+pub(crate) fn classify(
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+) -> Result<ServerFrame, BadFrame> {
+    let bad = |d: String| Err(BadFrame { detail: d });
+    match (method, id) {
         (Some(Value::String(method)), Some(id)) => Ok(ServerFrame::Request {
             id,
             method,
-            params: o.remove("params").unwrap_or(Value::Null),
+            params: params.unwrap_or(Value::Null),
         }),
         (Some(Value::String(method)), None) => Ok(ServerFrame::Notification {
             method,
-            params: o.remove("params").unwrap_or(Value::Null),
+            params: params.unwrap_or(Value::Null),
         }),
         (Some(_), _) => bad("method must be a string".into()),
-        (None, Some(id)) => match (o.remove("result"), o.remove("error")) {
+        (None, Some(id)) => match (result, error) {
             (Some(r), None) => Ok(ServerFrame::Response { id, answer: Ok(r) }),
             (None, Some(e)) => Ok(ServerFrame::Response { id, answer: Err(e) }),
             _ => bad("a response needs exactly one of result and error".into()),

@@ -35,7 +35,7 @@
 //!
 //! Fault model: as [`crate::client`] (the workload's application faults).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -112,6 +112,11 @@ pub struct SdkClient {
     /// together, the state of the entropy source, for the state hash.
     entropy_seed: u128,
     draws: Arc<AtomicU64>,
+    /// The core's events other than view events, taken out of the core
+    /// in [`SdkClient::on_line`] (to reach the view events behind them)
+    /// and acted on in [`SdkClient::pump`] first, in the core's order.
+    /// Empty between the world's calls, so not part of the state hash.
+    held: VecDeque<ClientEvent>,
 }
 
 /// The core's entropy source, counting its draws (so the run's state hash
@@ -262,10 +267,10 @@ impl SdkClient {
             inner: SeededEntropy::new(seed),
             draws: draws.clone(),
         };
-        let mut core = ClientCore::new(sim_client_config(), Box::new(entropy));
-        // The workload's view follows the host's notifications: the core
-        // hands over the frames it parses, so no line is parsed twice.
-        core.set_inbound_tap(true);
+        // The workload's view follows the host's notifications through
+        // the core's view events (the frames the core parsed, so no line
+        // is parsed twice; the inbound tap would add a copy of each).
+        let core = ClientCore::new(sim_client_config(), Box::new(entropy));
         SdkClient {
             core,
             entropy_seed: seed,
@@ -288,6 +293,7 @@ impl SdkClient {
             last_list_ms: 0,
             resend_after_reload: false,
             durable,
+            held: VecDeque::new(),
         }
     }
 
@@ -374,11 +380,15 @@ impl SdkClient {
             bytes.push(b'\n');
         }
         self.core.handle_bytes(w.now_ms, &bytes);
-        // The notifications the core just parsed, before anything the
-        // core produced is acted on (the view is as it was before the line
-        // was handled: handling it touches neither the record nor the view).
-        while let Some(n) = self.core.poll_inbound() {
-            self.on_event(c, &n.method, &n.params);
+        // The notifications the core just parsed (its view events), before
+        // anything the core produced is acted on (the view is as it was
+        // before the line was handled: handling it touches neither the
+        // record nor the view). The other events wait for `pump`, in order.
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                ClientEvent::View(v) => self.on_event(c, &v.method, &v.params),
+                other => self.held.push_back(other),
+            }
         }
         self.pump(c, &mut out);
         out
@@ -407,7 +417,7 @@ impl SdkClient {
                 }
             }
             moved |= self.drain_completions(c, out);
-            while let Some(ev) = self.core.poll_event() {
+            while let Some(ev) = self.held.pop_front().or_else(|| self.core.poll_event()) {
                 moved = true;
                 self.on_client_event(c, ev, out);
             }
@@ -486,18 +496,21 @@ impl SdkClient {
         outcome: &CommandOutcome,
         out: &mut Vec<Action>,
     ) {
-        let answer = outcome.answer_value();
-        {
+        let answered = {
             let cmd = &mut c.cmds[i];
-            match &answer {
+            match outcome.answer_value() {
                 Some(a) => {
                     cmd.done = true;
-                    cmd.answer = Some(a.clone());
+                    cmd.answer = Some(a);
+                    true
                 }
-                None => cmd.lost = true,
+                None => {
+                    cmd.lost = true;
+                    false
+                }
             }
-        }
-        if answer.is_none() {
+        };
+        if !answered {
             let why = match outcome {
                 CommandOutcome::Error(e) => e.message.clone(),
                 _ => String::new(),

@@ -855,11 +855,10 @@ impl ClientCore {
             self.by_id.insert(fresh, h);
         }
         let c = self.cmds.get_mut(&h).expect("present");
-        let params = c.wire.params_with_id(&c.id);
         c.sent_count += 1;
         c.sent_at_ms = Some(now_ms);
         c.sent_ephemeral |= durability == Durability::Ephemeral;
-        let line = wire::request_line(rpc, &c.wire.method, &params);
+        let line = wire::command_line(rpc, &c.wire.method, &c.wire.params, &c.id);
         self.outputs.push_back(Output::Send(line));
     }
 

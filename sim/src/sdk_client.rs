@@ -250,6 +250,18 @@ fn spec_of(method: &str, p: &Value) -> Option<CommandSpec> {
     })
 }
 
+/// Whether `line` may have a member named `commandId`: it has those
+/// bytes, or a `\u` escape (the only way to spell a member name's letters
+/// otherwise). False means [`SentLine`] would read no command id from it.
+fn may_name_command_id(line: &[u8]) -> bool {
+    const NAME: &[u8] = b"commandId";
+    line.iter().enumerate().any(|(i, b)| match b {
+        b'c' => line[i..].starts_with(NAME),
+        b'\\' => line.get(i + 1) == Some(&b'u'),
+        _ => false,
+    })
+}
+
 /// `params` without `commandId`, as a map.
 fn bare(params: &Value) -> Map<String, Value> {
     let mut m = params.as_object().cloned().unwrap_or_default();
@@ -432,7 +444,11 @@ impl SdkClient {
     fn sent(&mut self, c: &mut Client, line: &[u8]) {
         // Only three members are read (the whole line is parsed only for
         // a double click): a tree of every line sent cost a few percent
-        // of a run.
+        // of a run. And only lines that can carry a `commandId` are read
+        // at all: half the lines sent (reads, the handshake) cannot.
+        if !may_name_command_id(line) {
+            return;
+        }
         let Ok(l) = serde_json::from_slice::<SentLine<'_>>(line) else {
             return;
         };
@@ -1032,5 +1048,56 @@ fn reconnect_permille(ctx: &Ctx) -> u64 {
         Scenario::LeaseHandover => 25,
         Scenario::Mixed => 5,
         _ => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_without_the_name_or_an_escape_names_no_command_id() {
+        let read = |l: &[u8]| {
+            serde_json::from_slice::<SentLine<'_>>(l)
+                .ok()
+                .and_then(|l| l.params)
+                .and_then(|p| p.command_id)
+                .map(|c| c.into_owned())
+        };
+        for (line, named) in [
+            (
+                &br#"{"id":1,"jsonrpc":"2.0","method":"session/read","params":{"sessionId":"s"}}"#
+                    [..],
+                None,
+            ),
+            (br#"{"jsonrpc":"2.0","method":"initialized"}"#, None),
+            (
+                br#"{"id":2,"method":"m","params":{"commandId":"c1"}}"#,
+                Some("c1"),
+            ),
+            (
+                br#"{"id":2,"method":"m","params":{"comm\u0061ndId":"c2"}}"#,
+                Some("c2"),
+            ),
+            (
+                br#"{"id":2,"method":"m","params":{"x":"\u0063ommandId"}}"#,
+                None,
+            ),
+            (br#"{"id":2,"method":"m","params":{"commandI":"c"}}"#, None),
+            (br#"{"id":2,"params":{"commandIdx":"c","c":"\n"}}"#, None),
+            (b"", None),
+        ] {
+            let may = may_name_command_id(line);
+            assert_eq!(
+                read(line).as_deref(),
+                named,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert!(may || named.is_none(), "{}", String::from_utf8_lossy(line));
+        }
+        assert!(!may_name_command_id(
+            br#"{"id":1,"params":{"sessionId":"s"}}"#
+        ));
     }
 }

@@ -66,6 +66,23 @@ fn corpus() -> Vec<Vec<u8>> {
         r#"{"id":1,"x":{"$serde_json::private::RawValue":"[1]"},"result":1}"#,
         r#"{"id":1,"x":{"$serde_json::private::RawValue":"nope"},"result":1}"#,
         r#"{"id":1,"result":{"a":1,"$serde_json::private::RawValue":"[1]"}}"#,
+        // Results a skip must scan plainly or leave alone.
+        r#"{"id":1,"result":{"a":"x\"e1\\","b":[true,false,null,-1.5,0,-0,0.25]}}"#,
+        r#"{"id":1,"result":[1e5,2E-3,3e+2]}"#,
+        r#"{"id":1,"result":{"k":"$serde_json::private::RawValue","$":"$"}}"#,
+        r#"{"id":1,"result":["\\u0041","\n\t\/\b\f\r"]}"#,
+        r#"{"id":1,"result":"\u0041"}"#,
+        r#"{"id":1,"result":-}"#,
+        r#"{"id":1,"result":[1,]}"#,
+        r#"{"id":1,"result":{"a":1,}}"#,
+        r#"{"id":1,"result":{"a" 1}}"#,
+        r#"{"id":1,"result":{1:1}}"#,
+        r#"{"id":1,"result":tru}"#,
+        r#"{"id":1,"result":[01]}"#,
+        r#"{"id":1,"result":[1.]}"#,
+        r#"{"id":1,"result":[.5]}"#,
+        r#"{"id":1,"result":[1e]}"#,
+        r#"{"id":1,"result":"\q"}"#,
         // Shapes.
         r#"{"id":null,"result":1}"#,
         r#"{"id":null,"method":"x"}"#,
@@ -93,7 +110,12 @@ fn corpus() -> Vec<Vec<u8>> {
     .map(|s| s.to_string())
     .collect();
     // Nesting around serde_json's limit, in each member.
-    for d in [1, 126, 127, 128, 129, 200] {
+    for n in [299, 300, 301, 309, 310, 400] {
+        let big = "9".repeat(n);
+        v.push(format!(r#"{{"id":1,"result":[{big},-{big},0.{big}]}}"#));
+        v.push(format!(r#"{{"id":1,"result":{big}.5}}"#));
+    }
+    for d in [1, 99, 100, 101, 126, 127, 128, 129, 200] {
         v.push(format!(r#"{{"id":1,"result":{}}}"#, nested(d, "1")));
         v.push(format!(r#"{{"id":1,"x":{},"result":1}}"#, nested(d, "")));
         v.push(format!(r#"{{"method":"m","params":{}}}"#, nested(d, "{}")));
@@ -194,6 +216,15 @@ fn an_unwanted_result_is_checked_not_built() {
     let bad = br#"{"id":3,"result":{"big":[1e400]}}"#;
     assert_eq!(parse_server_line_fast(bad, &unwanted), None);
     assert!(parse_server_line(bad).is_err());
+    // Plain values of every kind are scanned, not left to the reference.
+    let plain = br#"{"id":3,"result":{"a":"x\"y\\","b":[true,false,null,-1.5,0,12345678901234567890],"c":{"d":"cafe \n"}},"jsonrpc":"2.0"}"#;
+    assert_eq!(
+        parse_server_line_fast(plain, &unwanted),
+        Some(Ok(ServerFrame::Response {
+            id: serde_json::json!(3),
+            answer: Ok(Value::Null),
+        }))
+    );
     // A later `id` the skip was not decided on: the reference reader.
     let moved = br#"{"id":3,"result":{},"id":4}"#;
     assert_eq!(parse_server_line_fast(moved, &unwanted), None);

@@ -238,15 +238,50 @@ impl<'de> Visitor<'de> for CheckedVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        let mut first = true;
-        while let Some(key) = map.next_key::<Key>()? {
-            if first && key == Key::RawValueToken {
+        // Only the first key can make `Value` read the object otherwise;
+        // the others are read (as strings, as `Value` reads them) and not
+        // looked at.
+        match map.next_key::<FirstKey>()? {
+            None => return Ok(Checked),
+            Some(FirstKey::RawValueToken) => {
                 return Err(de::Error::custom("the raw-value token"));
             }
-            first = false;
+            Some(FirstKey::Other) => map.next_value::<Checked>()?,
+        };
+        while map.next_key::<Checked>()?.is_some() {
             map.next_value::<Checked>()?;
         }
         Ok(Checked)
+    }
+}
+
+/// A checked object's first key: only whether it is the raw-value token.
+enum FirstKey {
+    RawValueToken,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for FirstKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<FirstKey, D::Error> {
+        d.deserialize_str(FirstKeyVisitor)
+    }
+}
+
+struct FirstKeyVisitor;
+
+impl Visitor<'_> for FirstKeyVisitor {
+    type Value = FirstKey;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<FirstKey, E> {
+        Ok(if s == RAW_VALUE_TOKEN {
+            FirstKey::RawValueToken
+        } else {
+            FirstKey::Other
+        })
     }
 }
 

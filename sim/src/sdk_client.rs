@@ -35,7 +35,7 @@
 //!
 //! Fault model: as [`crate::client`] (the workload's application faults).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -112,6 +112,11 @@ pub struct SdkClient {
     /// together, the state of the entropy source, for the state hash.
     entropy_seed: u128,
     draws: Arc<AtomicU64>,
+    /// The core's events other than view events, taken out of the core
+    /// in [`SdkClient::on_line`] (to reach the view events behind them)
+    /// and acted on in [`SdkClient::pump`] first, in the core's order.
+    /// Empty between the world's calls, so not part of the state hash.
+    held: VecDeque<ClientEvent>,
 }
 
 /// The core's entropy source, counting its draws (so the run's state hash
@@ -245,6 +250,18 @@ fn spec_of(method: &str, p: &Value) -> Option<CommandSpec> {
     })
 }
 
+/// Whether `line` may have a member named `commandId`: it has those
+/// bytes, or a `\u` escape (the only way to spell a member name's letters
+/// otherwise). False means [`SentLine`] would read no command id from it.
+fn may_name_command_id(line: &[u8]) -> bool {
+    const NAME: &[u8] = b"commandId";
+    line.iter().enumerate().any(|(i, b)| match b {
+        b'c' => line[i..].starts_with(NAME),
+        b'\\' => line.get(i + 1) == Some(&b'u'),
+        _ => false,
+    })
+}
+
 /// `params` without `commandId`, as a map.
 fn bare(params: &Value) -> Map<String, Value> {
     let mut m = params.as_object().cloned().unwrap_or_default();
@@ -262,10 +279,10 @@ impl SdkClient {
             inner: SeededEntropy::new(seed),
             draws: draws.clone(),
         };
-        let mut core = ClientCore::new(sim_client_config(), Box::new(entropy));
-        // The workload's view follows the host's notifications: the core
-        // hands over the frames it parses, so no line is parsed twice.
-        core.set_inbound_tap(true);
+        // The workload's view follows the host's notifications through
+        // the core's view events (the frames the core parsed, so no line
+        // is parsed twice; the inbound tap would add a copy of each).
+        let core = ClientCore::new(sim_client_config(), Box::new(entropy));
         SdkClient {
             core,
             entropy_seed: seed,
@@ -288,6 +305,7 @@ impl SdkClient {
             last_list_ms: 0,
             resend_after_reload: false,
             durable,
+            held: VecDeque::new(),
         }
     }
 
@@ -374,11 +392,15 @@ impl SdkClient {
             bytes.push(b'\n');
         }
         self.core.handle_bytes(w.now_ms, &bytes);
-        // The notifications the core just parsed, before anything the
-        // core produced is acted on (the view is as it was before the line
-        // was handled: handling it touches neither the record nor the view).
-        while let Some(n) = self.core.poll_inbound() {
-            self.on_event(c, &n.method, &n.params);
+        // The notifications the core just parsed (its view events), before
+        // anything the core produced is acted on (the view is as it was
+        // before the line was handled: handling it touches neither the
+        // record nor the view). The other events wait for `pump`, in order.
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                ClientEvent::View(v) => self.on_event(c, &v.method, &v.params),
+                other => self.held.push_back(other),
+            }
         }
         self.pump(c, &mut out);
         out
@@ -407,7 +429,7 @@ impl SdkClient {
                 }
             }
             moved |= self.drain_completions(c, out);
-            while let Some(ev) = self.core.poll_event() {
+            while let Some(ev) = self.held.pop_front().or_else(|| self.core.poll_event()) {
                 moved = true;
                 self.on_client_event(c, ev, out);
             }
@@ -422,7 +444,11 @@ impl SdkClient {
     fn sent(&mut self, c: &mut Client, line: &[u8]) {
         // Only three members are read (the whole line is parsed only for
         // a double click): a tree of every line sent cost a few percent
-        // of a run.
+        // of a run. And only lines that can carry a `commandId` are read
+        // at all: half the lines sent (reads, the handshake) cannot.
+        if !may_name_command_id(line) {
+            return;
+        }
         let Ok(l) = serde_json::from_slice::<SentLine<'_>>(line) else {
             return;
         };
@@ -486,18 +512,21 @@ impl SdkClient {
         outcome: &CommandOutcome,
         out: &mut Vec<Action>,
     ) {
-        let answer = outcome.answer_value();
-        {
+        let answered = {
             let cmd = &mut c.cmds[i];
-            match &answer {
+            match outcome.answer_value() {
                 Some(a) => {
                     cmd.done = true;
-                    cmd.answer = Some(a.clone());
+                    cmd.answer = Some(a);
+                    true
                 }
-                None => cmd.lost = true,
+                None => {
+                    cmd.lost = true;
+                    false
+                }
             }
-        }
-        if answer.is_none() {
+        };
+        if !answered {
             let why = match outcome {
                 CommandOutcome::Error(e) => e.message.clone(),
                 _ => String::new(),
@@ -822,10 +851,12 @@ impl SdkClient {
         if self.reads.len() >= 4 {
             return;
         }
+        // The answer is the model's to judge (it reads it on the wire);
+        // the core only checks it is JSON and does not build it.
         if let Ok(sid) = SessionId::parse(&s) {
             if let Ok(h) = self
                 .core
-                .read(w.now_ms, ReadSpec::SessionRead { session_id: sid })
+                .read_without_result(w.now_ms, ReadSpec::SessionRead { session_id: sid })
             {
                 self.reads.insert(h, ReadKind::Observe);
             }
@@ -1017,5 +1048,56 @@ fn reconnect_permille(ctx: &Ctx) -> u64 {
         Scenario::LeaseHandover => 25,
         Scenario::Mixed => 5,
         _ => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_without_the_name_or_an_escape_names_no_command_id() {
+        let read = |l: &[u8]| {
+            serde_json::from_slice::<SentLine<'_>>(l)
+                .ok()
+                .and_then(|l| l.params)
+                .and_then(|p| p.command_id)
+                .map(|c| c.into_owned())
+        };
+        for (line, named) in [
+            (
+                &br#"{"id":1,"jsonrpc":"2.0","method":"session/read","params":{"sessionId":"s"}}"#
+                    [..],
+                None,
+            ),
+            (br#"{"jsonrpc":"2.0","method":"initialized"}"#, None),
+            (
+                br#"{"id":2,"method":"m","params":{"commandId":"c1"}}"#,
+                Some("c1"),
+            ),
+            (
+                br#"{"id":2,"method":"m","params":{"comm\u0061ndId":"c2"}}"#,
+                Some("c2"),
+            ),
+            (
+                br#"{"id":2,"method":"m","params":{"x":"\u0063ommandId"}}"#,
+                None,
+            ),
+            (br#"{"id":2,"method":"m","params":{"commandI":"c"}}"#, None),
+            (br#"{"id":2,"params":{"commandIdx":"c","c":"\n"}}"#, None),
+            (b"", None),
+        ] {
+            let may = may_name_command_id(line);
+            assert_eq!(
+                read(line).as_deref(),
+                named,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert!(may || named.is_none(), "{}", String::from_utf8_lossy(line));
+        }
+        assert!(!may_name_command_id(
+            br#"{"id":1,"params":{"sessionId":"s"}}"#
+        ));
     }
 }

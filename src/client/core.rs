@@ -53,6 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde_json::{json, Map, Value};
 
 use super::events::{ClientEvent, Durability, Notification, TurnEnd, ViewEvent};
+use super::frame;
 use super::ids::{CommandId, CommandIdMinter, Entropy, SessionId, TurnId};
 use super::outcome::{classify_error, Ack, CommandOutcome, ErrorInfo, ErrorKind};
 use super::wire::{self, CommandSpec, ReadSpec, ServerFrame, WireCommand};
@@ -186,10 +187,12 @@ impl std::error::Error for SubmitError {}
 /// link: what [`ClientCore::poll_inbound`] hands to an observer that asked
 /// for them with [`ClientCore::set_inbound_tap`].
 ///
-/// It exists so a caller that must see the raw frames too (the
-/// simulator's workload keeps its own view of the session) does not parse
-/// every line a second time: the core parses each line anyway, and gives
-/// the parsed frame away once it is done with it.
+/// It exists so a caller that must see the raw frames too, server request
+/// ids included, does not parse every line a second time: the core parses
+/// each line anyway, and hands a copy of the parsed frame over once it is
+/// done with it. (The [`ClientEvent::View`] event of the same frame holds
+/// its method and params too; a caller that needs no more than those reads
+/// them there and leaves the tap off, saving the copy.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct InboundNotification {
     /// The host's request id when the host sent it as a request (the core
@@ -236,6 +239,9 @@ struct ReadReq {
     retry_at_ms: u64,
     /// Retryable answers in a row.
     attempts: u32,
+    /// The caller does not want the result
+    /// ([`ClientCore::read_without_result`]): it is checked, not built.
+    result_unwanted: bool,
 }
 
 /// What the core knows of one session it follows.
@@ -563,6 +569,30 @@ impl ClientCore {
 
     /// Sends a read; it is re-sent after a reconnect until answered.
     pub fn read(&mut self, now_ms: u64, spec: ReadSpec) -> Result<ReadHandle, SubmitError> {
+        self.read_with(now_ms, spec, false)
+    }
+
+    /// Sends a read whose result the caller will not look at: an observer
+    /// that only drives traffic (the simulator's, whose model judges the
+    /// host's answers on the wire). It is sent, re-sent and retried exactly
+    /// as [`ClientCore::read`], and its errors come back the same; but a
+    /// `result` is only checked to be JSON, never built, and its
+    /// [`Completion::Read`] carries `Ok(Value::Null)`. A large result (a
+    /// `session/read` snapshot) then costs a scan instead of a tree.
+    pub fn read_without_result(
+        &mut self,
+        now_ms: u64,
+        spec: ReadSpec,
+    ) -> Result<ReadHandle, SubmitError> {
+        self.read_with(now_ms, spec, true)
+    }
+
+    fn read_with(
+        &mut self,
+        now_ms: u64,
+        spec: ReadSpec,
+        result_unwanted: bool,
+    ) -> Result<ReadHandle, SubmitError> {
         let h = self.alloc_pending()?;
         self.reads.insert(
             h,
@@ -571,6 +601,7 @@ impl ClientCore {
                 sent_at_ms: None,
                 retry_at_ms: 0,
                 attempts: 0,
+                result_unwanted,
             },
         );
         self.send_due(now_ms);
@@ -618,9 +649,10 @@ impl ClientCore {
     /// is on, every notification and request the core parses from the
     /// link (in [`ClientCore::handle_bytes`], after the core has acted on
     /// it) is also queued, in arrival order, for
-    /// [`ClientCore::poll_inbound`]. The frames are handed over, not
-    /// copied, so the tap costs a queue push per frame when on and one
-    /// branch per frame when off.
+    /// [`ClientCore::poll_inbound`]. The [`ClientEvent::View`] event takes
+    /// the parsed frame and the tap a copy of it, so the tap costs a copy
+    /// and a queue push per frame when on and one branch per frame when
+    /// off.
     ///
     /// Only notifications and requests: a response's payload already
     /// reaches the caller as a [`Completion`] or a [`ClientEvent`], and
@@ -823,11 +855,10 @@ impl ClientCore {
             self.by_id.insert(fresh, h);
         }
         let c = self.cmds.get_mut(&h).expect("present");
-        let params = c.wire.params_with_id(&c.id);
         c.sent_count += 1;
         c.sent_at_ms = Some(now_ms);
         c.sent_ephemeral |= durability == Durability::Ephemeral;
-        let line = wire::request_line(rpc, &c.wire.method, &params);
+        let line = wire::command_line(rpc, &c.wire.method, &c.wire.params, &c.id);
         self.outputs.push_back(Output::Send(line));
     }
 
@@ -989,33 +1020,50 @@ impl ClientCore {
     }
 
     fn on_line(&mut self, now_ms: u64, line: &[u8]) {
-        match wire::parse_server_line(line) {
+        // The member-by-member reader first; the whole-tree reader for
+        // whatever it leaves (odd lines, and every refused one: its error
+        // texts are that reader's).
+        let unwanted = |id: &Value| self.result_unwanted(id);
+        let parsed = frame::parse_server_line_fast(line, &unwanted)
+            .unwrap_or_else(|| wire::parse_server_line(line));
+        match parsed {
             Err(e) => self
                 .events
                 .push_back(ClientEvent::BadFrame { detail: e.detail }),
             Ok(ServerFrame::Request { id, method, params }) => {
                 self.outputs
                     .push_back(Output::Send(wire::receipt_line(&id)));
-                self.on_notification(&method, &params);
-                self.tap(Some(id), method, params);
+                self.on_notification(Some(id), method, params);
             }
             Ok(ServerFrame::Notification { method, params }) => {
-                self.on_notification(&method, &params);
-                self.tap(None, method, params);
+                self.on_notification(None, method, params);
             }
             Ok(ServerFrame::Response { id, answer }) => self.on_response(now_ms, &id, answer),
         }
     }
 
-    /// Hands a parsed frame to the inbound tap, if it is on.
-    fn tap(&mut self, id: Option<Value>, method: String, params: Value) {
-        if let Some(q) = self.inbound.as_mut() {
-            q.push_back(InboundNotification { id, method, params });
+    /// Whether a response with this `id` answers a read on this link whose
+    /// result is not wanted ([`ClientCore::read_without_result`]).
+    fn result_unwanted(&self, id: &Value) -> bool {
+        let Some(rpc) = id.as_u64() else {
+            return false;
+        };
+        match self.link.as_ref().and_then(|l| l.inflight.get(&rpc)) {
+            Some(InFlight::Read(h)) => self.reads.get(h).is_some_and(|r| r.result_unwanted),
+            _ => false,
         }
     }
 
-    fn on_notification(&mut self, method: &str, params: &Value) {
-        let ev = ViewEvent::parse(method, params);
+    /// Acts on a notification (or a server request: `id`), queues it as a
+    /// [`ClientEvent::View`], and hands a copy to the inbound tap when it
+    /// is on (the event takes the parsed frame itself).
+    fn on_notification(&mut self, id: Option<Value>, method: String, params: Value) {
+        let tapped = self.inbound.is_some().then(|| InboundNotification {
+            id,
+            method: method.clone(),
+            params: params.clone(),
+        });
+        let ev = ViewEvent::from_parts(method, params);
         if let Some(sid) = ev.session_id() {
             if let Some(s) = self.sessions.get_mut(&sid) {
                 if ev.durable {
@@ -1045,6 +1093,9 @@ impl ClientCore {
             }
         }
         self.events.push_back(ClientEvent::View(Box::new(ev)));
+        if let (Some(q), Some(n)) = (self.inbound.as_mut(), tapped) {
+            q.push_back(n);
+        }
     }
 
     fn on_response(&mut self, now_ms: u64, id: &Value, answer: Result<Value, Value>) {
@@ -1099,6 +1150,8 @@ impl ClientCore {
 
     fn on_read_answer(&mut self, now_ms: u64, h: u64, answer: Result<Value, Value>) {
         let result = match answer {
+            // Whichever reader read the line, an unwanted result is `Null`.
+            Ok(_) if self.reads[&h].result_unwanted => Ok(Value::Null),
             Ok(v) => Ok(v),
             Err(e) => {
                 let err = classify_error(&e);

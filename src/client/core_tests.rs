@@ -735,6 +735,68 @@ fn reads_are_resent_after_a_reconnect_and_complete_with_their_result() {
 }
 
 #[test]
+fn a_read_without_result_goes_and_heals_as_a_read_and_completes_with_null() {
+    /// The same read, wanted or not, through an overload, a reconnect and
+    /// an answer: what went out, the completion, the dump.
+    fn run(unwanted: bool, result: &str) -> (Vec<Value>, Vec<Value>, Vec<Completion>, String) {
+        let mut s = Script::new();
+        s.link("durable");
+        let spec = ReadSpec::SessionRead { session_id: sid() };
+        let h = if unwanted {
+            s.core.read_without_result(s.now, spec)
+        } else {
+            s.core.read(s.now, spec)
+        }
+        .expect("read");
+        s.drain();
+        let req = s.request("session/read");
+        s.fail(&req, -32001, json!({"kind": "overloaded"}));
+        s.advance(1_000);
+        s.drop_link();
+        s.link("durable");
+        let req = s.request("session/read");
+        let mut line = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+            req["id"]
+        );
+        line.push('\n');
+        s.core.handle_bytes(s.now, line.as_bytes());
+        s.drain();
+        assert!(s
+            .done
+            .iter()
+            .all(|c| matches!(c, Completion::Read { handle, .. } if *handle == h)));
+        let dump = s.core.state_dump();
+        (s.old, s.sent, s.done, dump)
+    }
+    let big = r#"{"history":{"mode":"snapshot","snapshot":{"state":{"revision":3,"kv":{"a":[1,2,{"b":"\u00e9"}]}}}},"viewCursor":"c"}"#;
+    let (old, sent, done, dump) = run(false, big);
+    let (old_u, sent_u, done_u, dump_u) = run(true, big);
+    assert_eq!((&old, &sent), (&old_u, &sent_u), "the same traffic");
+    assert_eq!(
+        dump,
+        dump_u.replace("result_unwanted: true", "result_unwanted: false")
+    );
+    assert!(
+        matches!(&done[..], [Completion::Read { result: Ok(v), .. }] if v["viewCursor"] == "c")
+    );
+    assert!(matches!(
+        &done_u[..],
+        [Completion::Read {
+            result: Ok(Value::Null),
+            ..
+        }]
+    ));
+    // A result that is not JSON the reference reader accepts is a bad line
+    // either way, and the read waits on.
+    for bad in ["1e400", "{\"a\":tru}"] {
+        let (_, _, done, _) = run(false, bad);
+        let (_, _, done_u, _) = run(true, bad);
+        assert!(done.is_empty() && done_u.is_empty(), "{bad}");
+    }
+}
+
+#[test]
 fn a_command_for_an_unknown_durable_session_ends_session_not_found() {
     let mut s = Script::new();
     s.link("durable");

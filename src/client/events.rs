@@ -245,29 +245,13 @@ pub enum Notification {
     Other,
 }
 
-/// One notification as received: typed, with its cursor and raw params.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ViewEvent {
-    /// The method.
-    pub method: String,
-    /// The typed form.
-    pub notification: Notification,
-    /// `viewCursor`, if any.
-    pub view_cursor: Option<String>,
-    /// Whether the event is durable (it carries a `sourceRange`): only a
-    /// durable event's cursor is a place to resume from.
-    pub durable: bool,
-    /// The params as received.
-    pub params: Value,
-}
-
-impl ViewEvent {
-    /// Types one notification.
-    pub fn parse(method: &str, params: &Value) -> ViewEvent {
+impl Notification {
+    /// Types the params of `method`.
+    fn parse(method: &str, params: &Value) -> Notification {
         let s = |k: &str| params.get(k).and_then(Value::as_str);
         let sid = s("sessionId").and_then(|x| SessionId::parse(x).ok());
         let turn = s("turnId").and_then(|x| TurnId::new(x).ok());
-        let notification = match (method, sid.clone(), turn) {
+        match (method, sid, turn) {
             ("session/started", _, _) => Notification::SessionStarted {
                 session_id: params["session"]["sessionId"]
                     .as_str()
@@ -341,13 +325,45 @@ impl ViewEvent {
                 reason: s("reason").unwrap_or_default().to_string(),
             },
             _ => Notification::Other,
-        };
+        }
+    }
+}
+
+/// One notification as received: typed, with its cursor and raw params.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewEvent {
+    /// The method.
+    pub method: String,
+    /// The typed form.
+    pub notification: Notification,
+    /// `viewCursor`, if any.
+    pub view_cursor: Option<String>,
+    /// Whether the event is durable (it carries a `sourceRange`): only a
+    /// durable event's cursor is a place to resume from.
+    pub durable: bool,
+    /// The params as received.
+    pub params: Value,
+}
+
+impl ViewEvent {
+    /// Types one notification.
+    pub fn parse(method: &str, params: &Value) -> ViewEvent {
+        ViewEvent::from_parts(method.to_string(), params.clone())
+    }
+
+    /// Types one notification, taking its method and params as they are
+    /// (the core's way: the frame it parsed becomes the event, uncopied).
+    pub(crate) fn from_parts(method: String, params: Value) -> ViewEvent {
+        let notification = Notification::parse(&method, &params);
         ViewEvent {
-            method: method.to_string(),
-            notification,
-            view_cursor: s("viewCursor").map(str::to_string),
+            view_cursor: params
+                .get("viewCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             durable: params.get("sourceRange").is_some() || method == "session/closed",
-            params: params.clone(),
+            method,
+            notification,
+            params,
         }
     }
 

@@ -26,6 +26,7 @@
 pub mod core;
 pub mod driver;
 pub mod events;
+mod frame;
 pub mod gate;
 pub mod ids;
 pub mod optimistic;

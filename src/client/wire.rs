@@ -402,7 +402,79 @@ impl ReadSpec {
 
 /// A client request line (with `\n`).
 pub(crate) fn request_line(id: u64, method: &str, params: &Map<String, Value>) -> Vec<u8> {
-    line(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    request_line_of(id, method, params)
+}
+
+/// A command's request line (with `\n`): `params` with `commandId` set to
+/// `command_id`, written without copying the params first (the bytes of
+/// [`WireCommand::params_with_id`] as [`request_line`] writes them).
+pub(crate) fn command_line(
+    id: u64,
+    method: &str,
+    params: &Map<String, Value>,
+    command_id: &CommandId,
+) -> Vec<u8> {
+    request_line_of(
+        id,
+        method,
+        &WithCommandId {
+            params,
+            command_id: command_id.as_str(),
+        },
+    )
+}
+
+/// A request line written straight from its parts: the members in the
+/// order a `Value` object (sorted keys) writes them, so the bytes are
+/// those of the tree `json!` would build, without building it.
+fn request_line_of<P: serde::Serialize + ?Sized>(id: u64, method: &str, params: &P) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Request<'a, P: ?Sized> {
+        id: u64,
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a P,
+    }
+    let mut out = serde_json::to_vec(&Request {
+        id,
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+    .expect("a request always serialises");
+    debug_assert!(!out.contains(&b'\n'));
+    out.push(b'\n');
+    out
+}
+
+/// `params` with `commandId` set, written as the sorted map
+/// [`WireCommand::params_with_id`] returns (a `commandId` already in
+/// `params` is replaced, as an insert would).
+struct WithCommandId<'a> {
+    params: &'a Map<String, Value>,
+    command_id: &'a str,
+}
+
+impl serde::Serialize for WithCommandId<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        const KEY: &str = "commandId";
+        let mut m = s.serialize_map(None)?;
+        let mut written = false;
+        for (k, v) in self.params {
+            if !written && k.as_str() >= KEY {
+                m.serialize_entry(KEY, self.command_id)?;
+                written = true;
+            }
+            if k != KEY {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        if !written {
+            m.serialize_entry(KEY, self.command_id)?;
+        }
+        m.end()
+    }
 }
 
 /// The `initialized` notification line.
@@ -475,19 +547,38 @@ pub(crate) fn parse_server_line(line: &[u8]) -> Result<ServerFrame, BadFrame> {
     let Value::Object(mut o) = v else {
         return bad("a frame must be a JSON object".into());
     };
-    let id = o.remove("id");
-    match (o.remove("method"), id) {
+    classify(
+        o.remove("id"),
+        o.remove("method"),
+        o.remove("params"),
+        o.remove("result"),
+        o.remove("error"),
+    )
+}
+
+/// Classifies a frame by its members (each `None` when absent): the one
+/// definition both line readers share ([`parse_server_line`] and the fast
+/// path in `frame`).
+pub(crate) fn classify(
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+) -> Result<ServerFrame, BadFrame> {
+    let bad = |d: String| Err(BadFrame { detail: d });
+    match (method, id) {
         (Some(Value::String(method)), Some(id)) => Ok(ServerFrame::Request {
             id,
             method,
-            params: o.remove("params").unwrap_or(Value::Null),
+            params: params.unwrap_or(Value::Null),
         }),
         (Some(Value::String(method)), None) => Ok(ServerFrame::Notification {
             method,
-            params: o.remove("params").unwrap_or(Value::Null),
+            params: params.unwrap_or(Value::Null),
         }),
         (Some(_), _) => bad("method must be a string".into()),
-        (None, Some(id)) => match (o.remove("result"), o.remove("error")) {
+        (None, Some(id)) => match (result, error) {
             (Some(r), None) => Ok(ServerFrame::Response { id, answer: Ok(r) }),
             (None, Some(e)) => Ok(ServerFrame::Response { id, answer: Err(e) }),
             _ => bad("a response needs exactly one of result and error".into()),
@@ -575,6 +666,49 @@ mod tests {
             WireCommand::parse("task/stopAll", p).unwrap_err().data["field"],
             json!("commandId")
         );
+    }
+
+    #[test]
+    fn request_lines_are_the_bytes_of_the_tree_they_replace() {
+        let cid = CommandId::parse("017f22e2-79b0-7cc3-98c4-dc0c0c07398f").expect("id");
+        let tree = |id: u64, method: &str, params: &Map<String, Value>| {
+            line(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        };
+        let mut cases: Vec<Map<String, Value>> = vec![Map::new()];
+        for keys in [
+            &["sessionId"][..],
+            &["approvalId", "choiceId", "requirementId", "sessionId"],
+            &["a", "commandI", "commandIdx", "cursor", "\u{e9}", "Z"],
+            &["commandId", "sessionId"],
+            &["b", "commandId"],
+            &["commandId"],
+            &["aaa"],
+        ] {
+            let mut p = Map::new();
+            for (n, k) in keys.iter().enumerate() {
+                let v = match n % 3 {
+                    0 => json!(format!("v\"{n}\n\u{1F600}")),
+                    1 => json!({"x": [1, -2, 2.5, null, true], "y": {}}),
+                    _ => json!(u64::MAX),
+                };
+                p.insert((*k).to_string(), v);
+            }
+            cases.push(p);
+        }
+        for p in cases {
+            for (id, method) in [(0, "turn/start"), (u64::MAX, "m\u{e9}\"")] {
+                assert_eq!(request_line(id, method, &p), tree(id, method, &p));
+                let w = WireCommand {
+                    method: method.to_string(),
+                    params: p.clone(),
+                };
+                assert_eq!(
+                    command_line(id, method, &p, &cid),
+                    tree(id, method, &w.params_with_id(&cid)),
+                    "{p:?}"
+                );
+            }
+        }
     }
 
     #[test]

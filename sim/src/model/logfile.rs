@@ -166,7 +166,7 @@ struct Known {
 /// One session log as the trace reports it.
 ///
 /// Besides the bytes it remembers the run of valid, decoding frames from
-/// offset 0 that it has already walked ([`Known`]): a frame's validity and
+/// offset 0 that it has already walked (`Known`): a frame's validity and
 /// body depend only on its own bytes, so a walk that starts at one of their
 /// boundaries need not decode them again. Any change to bytes below the
 /// end of that run (a cut, a rotted byte) forgets the frames it touches.

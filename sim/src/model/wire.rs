@@ -173,7 +173,7 @@ fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> 
 /// items of a read's result: the line is then the valid line with a valid
 /// value (those items, valid JSON shallow enough anywhere) in that value's
 /// place, so it is a frame exactly when the rest is, and its items are
-/// that text ([`Aside::Items`]). Any other line is read by [`parse_frame`].
+/// that text (the second member of the answer). Any other line is read by [`parse_frame`].
 pub fn parse_read_frame<'a, 'k>(
     line: &'a [u8],
     known: &[&[String]],

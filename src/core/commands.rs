@@ -221,7 +221,7 @@ impl Host {
         sid: &str,
         c: &CommandRequest,
         sig: String,
-        answer: Answer,
+        answer: StoredAnswer,
         settle: Option<Outcome>,
     ) -> u64 {
         let now = self.now_ms;
@@ -232,7 +232,7 @@ impl Host {
                 method: c.method.clone(),
                 params: c.normalized.clone(),
                 signature: sig,
-                answer: StoredAnswer::new(&answer),
+                answer,
                 at_ms: now,
             },
         );
@@ -278,7 +278,7 @@ impl Host {
             sid,
             c,
             sig,
-            Answer::Error(error.clone()),
+            StoredAnswer::new(&Answer::Error(error.clone())),
             Some(Outcome::Rejected {
                 error: error.clone(),
             }),
@@ -291,11 +291,26 @@ impl Host {
         sid: &str,
         c: &CommandRequest,
         sig: String,
-        result: Value,
+        result: &Value,
         settle: Option<Outcome>,
-    ) -> u64 {
-        let answer = Answer::Result(result);
-        self.intake(sid, c, sig, answer, settle)
+    ) -> (u64, StoredAnswer) {
+        // Written once: the `received` record and the response line hold
+        // the same text.
+        let stored = StoredAnswer::new_result(result);
+        let at = self.intake(sid, c, sig, stored.clone(), settle);
+        (at, stored)
+    }
+
+    fn respond_stored_at(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        answer: &StoredAnswer,
+        at: u64,
+    ) {
+        let gate = self.loaded(sid).and_then(|l| self.gate_at(l, at));
+        self.respond_stored(conn, id, answer, gate);
     }
 
     /// For `session/start` and `session/resume`: `None` once the session
@@ -414,7 +429,7 @@ impl Host {
         }
         let session = self.session_json(&sid);
         let result = json!({"session": session, "viewCursor": format!("v:{sid}:0")});
-        let at = self.ack(&sid, &c, sig, result.clone(), Some(Outcome::Applied));
+        let (at, stored) = self.ack(&sid, &c, sig, &result, Some(Outcome::Applied));
         let gate = self.loaded(&sid).and_then(|l| self.gate_at(l, at));
         let started = crate::proto::envelope::notification_line(
             "session/started",
@@ -424,7 +439,7 @@ impl Host {
         for target in self.ready_conns() {
             self.enqueue(target, started.clone(), gate, None);
         }
-        self.respond_at(conn, id, &sid, &Answer::Result(result), at);
+        self.respond_stored_at(conn, id, &sid, &stored, at);
         self.subscribe_after(conn, &sid, &format!("v:{sid}:0"));
         self.note_activity(&sid);
         Flow::Done
@@ -528,8 +543,8 @@ impl Host {
             ("pendingRequests", self.pending_requests_json(&sid)),
         ]);
         super::view::as_resumed(&mut result);
-        let at = self.ack(&sid, &c, sig, result.clone(), Some(Outcome::Applied));
-        self.respond_at(conn, id, &sid, &Answer::Result(result), at);
+        let (at, stored) = self.ack(&sid, &c, sig, &result, Some(Outcome::Applied));
+        self.respond_stored_at(conn, id, &sid, &stored, at);
         self.subscribe_after(conn, &sid, &after);
         self.reissue_approvals(conn, &sid);
         self.note_activity(&sid);
@@ -651,22 +666,15 @@ impl Host {
         let ack = |turn_id: &str, started: bool, disposition: &str| json!({"commandId": cid, "status": "accepted", "turnId": turn_id, "startedNewTurn": started, "disposition": disposition});
         match (busy, if_busy, running) {
             (true, IfBusy::Steer, Some(run)) => {
-                let at0 = self.ack(sid, c, sig, ack(&run, false, "steered"), None);
-                let _ = at0;
+                let (_, stored) = self.ack(sid, c, sig, &ack(&run, false, "steered"), None);
                 self.steer_into(sid, &run, text, &c.command_id);
                 let at = self.settle(sid, &c.command_id, Outcome::Applied);
-                self.respond_at(
-                    conn,
-                    id,
-                    sid,
-                    &Answer::Result(ack(&run, false, "steered")),
-                    at,
-                );
+                self.respond_stored_at(conn, id, sid, &stored, at);
             }
             (true, IfBusy::Replace, _) => {
                 let result = ack(&c.command_id, true, "started");
-                let at = self.ack(sid, c, sig, result.clone(), None);
-                self.respond_at(conn, id, sid, &Answer::Result(result), at);
+                let (at, stored) = self.ack(sid, c, sig, &result, None);
+                self.respond_stored_at(conn, id, sid, &stored, at);
                 if self.loaded(sid).expect("loaded").s.running.is_some() {
                     self.end_running_turn(sid, "cancelled", Some("replaced"), None);
                 }
@@ -679,13 +687,13 @@ impl Host {
                     return;
                 }
                 let result = ack(&c.command_id, false, "queued");
-                let at = self.ack(sid, c, sig, result.clone(), None);
-                self.respond_at(conn, id, sid, &Answer::Result(result), at);
+                let (at, stored) = self.ack(sid, c, sig, &result, None);
+                self.respond_stored_at(conn, id, sid, &stored, at);
             }
             (false, _, _) => {
                 let result = ack(&c.command_id, true, "started");
-                let at = self.ack(sid, c, sig, result.clone(), None);
-                self.respond_at(conn, id, sid, &Answer::Result(result), at);
+                let (at, stored) = self.ack(sid, c, sig, &result, None);
+                self.respond_stored_at(conn, id, sid, &stored, at);
                 self.launch(sid, &c.command_id, &c.command_id, text, false);
                 self.launch_next(sid);
             }
@@ -742,10 +750,10 @@ impl Host {
         }
         let result =
             json!({"commandId": c.command_id, "status": "accepted", "turnId": expected_turn_id});
-        self.ack(sid, c, sig, result.clone(), None);
+        let (_, stored) = self.ack(sid, c, sig, &result, None);
         self.steer_into(sid, expected_turn_id, text, &c.command_id);
         let at = self.settle(sid, &c.command_id, Outcome::Applied);
-        self.respond_at(conn, id, sid, &Answer::Result(result), at);
+        self.respond_stored_at(conn, id, sid, &stored, at);
     }
 
     fn turn_unqueue(
@@ -778,7 +786,7 @@ impl Host {
         }
         let queued_by = rec.expect("queued turn").command_id;
         let result = json!({"commandId": c.command_id, "status": "accepted", "turnId": turn_id});
-        self.ack(sid, c, sig, result.clone(), None);
+        let (_, stored) = self.ack(sid, c, sig, &result, None);
         // The effect before the settlement, as for every command: a torn
         // write that keeps `settled applied` must keep the effect too
         // (recovery settles an intake `applied` only if its event survived).
@@ -793,7 +801,7 @@ impl Host {
             Some(&c.command_id),
         );
         let at_settle = self.settle(sid, &c.command_id, Outcome::Applied);
-        self.respond_at(conn, id, sid, &Answer::Result(result), at_settle);
+        self.respond_stored_at(conn, id, sid, &stored, at_settle);
         self.settle(sid, &queued_by, Outcome::Applied);
     }
 
@@ -864,7 +872,7 @@ impl Host {
         };
         let decision = choice["decision"].as_str().unwrap_or("denied").to_string();
         let result = json!({"commandId": c.command_id, "status": "accepted", "approvalId": approval_id, "terminal": true});
-        self.ack(sid, c, sig, result.clone(), None);
+        let (_, stored) = self.ack(sid, c, sig, &result, None);
         let mut params = serde_json::Map::new();
         params.insert("approvalId".into(), json!(approval_id));
         params.insert("itemId".into(), json!(a.item_id));
@@ -893,7 +901,7 @@ impl Host {
             Some(&c.command_id),
         );
         let at = self.settle(sid, &c.command_id, Outcome::Applied);
-        self.respond_at(conn, id, sid, &Answer::Result(result), at);
+        self.respond_stored_at(conn, id, sid, &stored, at);
         self.after_decision(sid, &a.item_id, &a.turn_id, &decision);
     }
 
@@ -927,7 +935,7 @@ impl Host {
         }
         let revision = current + 1;
         let result = json!({"commandId": c.command_id, "status": "accepted", "revision": revision});
-        self.ack(sid, c, sig, result.clone(), None);
+        let (_, stored) = self.ack(sid, c, sig, &result, None);
         let mut params = serde_json::Map::new();
         params.insert("revision".into(), json!(revision));
         params.insert("set".into(), Value::Object(set.clone()));
@@ -940,7 +948,7 @@ impl Host {
             Some(&c.command_id),
         );
         let at = self.settle(sid, &c.command_id, Outcome::Applied);
-        self.respond_at(conn, id, sid, &Answer::Result(result), at);
+        self.respond_stored_at(conn, id, sid, &stored, at);
     }
 }
 

@@ -12,7 +12,7 @@ use super::agent::{Agent, AgentFactory};
 use super::bugs::{Bug, BugSet};
 use super::log_fold::{fold_log, Folded};
 use super::record::{Answer, Record};
-use super::session::Session;
+use super::session::{EventParams, Session};
 use super::{
     ConnId, CrashPoint, Durability, EffectOutcome, HistoryResult, HostConfig, LogBytes, OpenMode,
     OpenResult, Output, ReadResult,
@@ -169,16 +169,20 @@ pub(crate) enum Flow {
 #[derive(Debug, Clone)]
 pub(crate) enum Staged {
     /// A notification (durable when `durable_at` is set).
+    /// The params are kept as the text every subscriber's line holds
+    /// (written once, not once per subscriber, and cloned by reference).
     Note {
         method: String,
-        params: Value,
+        params: EventParams,
         emitted_at_ms: u64,
+        /// Where a durable event's record ends, and its ordinal `n`.
         durable_at: Option<u64>,
+        n: u64,
     },
     /// A server request (`approval/request`).
     Request {
         method: String,
-        params: Value,
+        params: EventParams,
         durable_at: Option<u64>,
     },
 }
@@ -814,6 +818,23 @@ impl Host {
         self.enqueue(conn, line, gate, Some(id.clone()));
     }
 
+    /// [`Host::respond`] with an answer kept as text: an ack's line holds
+    /// the text as it is (the same bytes as the tree it was written from);
+    /// a rejection goes through [`Host::respond`] like any other.
+    pub(crate) fn respond_stored(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        answer: &super::record::StoredAnswer,
+        gate: Option<Gate>,
+    ) {
+        if !answer.is_result() {
+            return self.respond(conn, id, &answer.to_answer(), gate);
+        }
+        let line = envelope::response_line_raw(id, answer.raw());
+        self.enqueue(conn, line, gate, Some(id.clone()));
+    }
+
     pub(crate) fn respond_err(&mut self, conn: ConnId, id: &RequestId, err: RpcError) {
         let line = envelope::error_line(id, &err);
         self.enqueue(conn, line, None, Some(id.clone()));
@@ -1049,14 +1070,13 @@ impl Host {
             let gate = durable_at
                 .filter(|at| durable && *at > synced_bytes)
                 .map(|upto| Gate { slot, upto });
+            // A durable event's `viewCursor` is `v:<sid>:<n>`.
             let event = match &frame {
                 Staged::Note {
-                    params,
+                    n,
                     durable_at: Some(_),
                     ..
-                } => params["viewCursor"]
-                    .as_str()
-                    .map(|c| (sid.to_string(), super::session::cursor_order(c).0)),
+                } => Some((sid.to_string(), *n)),
                 _ => None,
             };
             for conn in &subscribers {
@@ -1066,13 +1086,13 @@ impl Host {
                         params,
                         emitted_at_ms,
                         ..
-                    } => envelope::notification_line(method, params, *emitted_at_ms),
+                    } => envelope::notification_line_raw(method, params.raw(), *emitted_at_ms),
                     Staged::Request { method, params, .. } => {
                         if !self.conns.contains_key(conn) {
                             continue;
                         }
                         let id = self.next_server_request_id(*conn);
-                        envelope::server_request_line(id, method, params)
+                        envelope::server_request_line_raw(id, method, params.raw())
                     }
                 };
                 self.enqueue_view(*conn, line, gate, slot, event.clone());
@@ -1153,15 +1173,39 @@ impl Host {
     /// Commits a record: folds it into the session and queues its bytes.
     /// Returns the offset at which it will be durable.
     pub(crate) fn commit(&mut self, sid: &str, rec: Record) -> u64 {
+        self.commit_with(sid, rec, None)
+    }
+
+    /// [`Host::commit`]; an event record's params already written as text
+    /// come as `raw`, written into the log frame and kept by the fold as
+    /// they are (instead of serialising the params tree twice more).
+    pub(crate) fn commit_with(
+        &mut self,
+        sid: &str,
+        rec: Record,
+        raw: Option<super::session::EventParams>,
+    ) -> u64 {
         let in_memory_only = self.bugs.has(Bug::DedupeInMemoryOnly)
             && matches!(rec, Record::Received { .. } | Record::Settled { .. });
         let l = self.loaded_mut(sid).expect("commit to a loaded session");
         if in_memory_only {
             let end = l.end_offset();
-            l.s.apply_owned(rec, end);
+            l.s.apply_with(rec, end, raw);
             return end;
         }
-        let bytes = rec.encode();
+        let bytes = match (&rec, &raw) {
+            (
+                Record::Event {
+                    n,
+                    method,
+                    emitted_at_ms,
+                    cause,
+                    ..
+                },
+                Some(raw),
+            ) => Record::encode_event(*n, method, raw.raw(), *emitted_at_ms, cause.as_deref()),
+            _ => rec.encode(),
+        };
         let end = l.end_offset() + bytes.len() as u64;
         debug_assert_eq!(
             l.s.end_bytes,
@@ -1171,7 +1215,7 @@ impl Host {
         if matches!(rec, Record::Received { .. }) {
             l.unflushed_intakes += 1;
         }
-        l.s.apply_owned(rec, end);
+        l.s.apply_with(rec, end, raw);
         l.unflushed.extend_from_slice(&bytes);
         l.tail_records += 1;
         end

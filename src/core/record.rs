@@ -60,6 +60,21 @@ impl StoredAnswer {
         }
     }
 
+    /// The stored form of the ack `Answer::Result(result)`.
+    pub fn new_result(result: &Value) -> StoredAnswer {
+        StoredAnswer {
+            error: false,
+            json: serde_json::value::to_raw_value(result)
+                .expect("a Value always serialises")
+                .into(),
+        }
+    }
+
+    /// The `result` or `error` object's text, as serde_json wrote it.
+    pub fn raw(&self) -> &serde_json::value::RawValue {
+        &self.json
+    }
+
     /// The answer, parsed.
     pub fn to_answer(&self) -> Answer {
         let v: Value = serde_json::from_str(self.json.get()).expect("stored answers are JSON text");
@@ -242,6 +257,40 @@ impl Record {
         }
         .expect("records always serialise");
         log::encode_frame(self.type_byte(), &payload)
+    }
+
+    /// [`Record::encode`] of an event record whose params are already
+    /// text (`params` is what serde_json writes for the record's params
+    /// tree): the same bytes without writing the params a second time.
+    pub(crate) fn encode_event(
+        n: u64,
+        method: &str,
+        params: &serde_json::value::RawValue,
+        emitted_at_ms: u64,
+        cause: Option<&str>,
+    ) -> Vec<u8> {
+        /// The derived serialisation of `Record::Event`: the tag first,
+        /// then the fields in declaration order.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct EventOut<'a> {
+            record: &'a str,
+            n: u64,
+            method: &'a str,
+            params: &'a serde_json::value::RawValue,
+            emitted_at_ms: u64,
+            cause: Option<&'a str>,
+        }
+        let payload = serde_json::to_vec(&EventOut {
+            record: "event",
+            n,
+            method,
+            params,
+            emitted_at_ms,
+            cause,
+        })
+        .expect("records always serialise");
+        log::encode_frame(5, &payload)
     }
 
     /// Decodes a frame's payload; `None` when the payload does not match its
@@ -1016,5 +1065,35 @@ mod tests {
     fn payload_not_matching_type_is_corrupt() {
         let f = log::encode_frame(6, br#"{"record":"loaded","atMs":1}"#);
         assert!(decode_log(&f).is_err());
+    }
+
+    /// An event written from its params' text is byte for byte the
+    /// record written from the tree (escapes, nesting, big and odd numbers,
+    /// with and without a cause).
+    #[test]
+    fn encode_event_is_encode() {
+        let deep = (0..200).fold(json!(1), |v, _| json!([v]));
+        let params = [
+            json!({}),
+            json!({"z": [1, {"b": "\u{1}\"\n\\", "a": null}], "sessionId": "s\u{e9}", "x": 1.5}),
+            json!({"n": u64::MAX, "m": i64::MIN, "f": 1e300, "g": -0.0, "deep": deep}),
+            serde_json::from_str(r#"{"a":1,"a":2,"u":"\ud83d\ude00"}"#).unwrap(),
+        ];
+        for p in params {
+            for cause in [None, Some("c-\"1\u{7f}")] {
+                let rec = Record::Event {
+                    n: 42,
+                    method: "item/\"x\u{2028}".into(),
+                    params: p.clone(),
+                    emitted_at_ms: u64::MAX,
+                    cause: cause.map(str::to_string),
+                };
+                let raw = serde_json::value::to_raw_value(&p).unwrap();
+                assert_eq!(
+                    Record::encode_event(42, "item/\"x\u{2028}", &raw, u64::MAX, cause),
+                    rec.encode()
+                );
+            }
+        }
     }
 }

@@ -597,6 +597,13 @@ impl Session {
     /// and values move into the fold instead of being copied (a load folds
     /// every record of the log).
     pub fn apply_owned(&mut self, rec: Record, end_offset: u64) {
+        self.apply_with(rec, end_offset, None);
+    }
+
+    /// [`Session::apply_owned`]; an event record's params already written
+    /// as text come as `raw` (the host wrote them once for the log record,
+    /// and writing them again here was a tenth of a commit's time).
+    pub(crate) fn apply_with(&mut self, rec: Record, end_offset: u64, raw: Option<EventParams>) {
         if let Record::Snapshot(snap) = rec {
             assert_eq!(self.record_count, 0, "a snapshot is the first record");
             *self = Session::from_snapshot_owned(*snap);
@@ -705,7 +712,7 @@ impl Session {
                 self.events.push_back(StoredEvent {
                     n,
                     method,
-                    params: EventParams::of(&params),
+                    params: raw.unwrap_or_else(|| EventParams::of(&params)),
                     emitted_at_ms,
                     durable_at: end_offset,
                 });

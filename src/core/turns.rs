@@ -8,7 +8,7 @@ use super::agent::{Step, TurnInput};
 use super::bugs::Bug;
 use super::host::{EffectWait, Host, Run, Staged};
 use super::record::{Outcome, Record};
-use super::session::{LedgerEntry, TurnStatus};
+use super::session::{EventParams, LedgerEntry, TurnStatus};
 use super::{CrashPoint, Durability, EffectMode, EffectOutcome, Output};
 use crate::proto::ids::CmdKey;
 
@@ -55,23 +55,28 @@ impl Host {
             json!({"stream": stream, "first": {"id": record_id, "sequence": seq}, "last": {"id": record_id, "sequence": seq}}),
         );
         let params = Value::Object(params);
-        let end = self.commit(
+        // Written once: the log record, the fold and every subscriber's
+        // notification line hold this text.
+        let raw = EventParams::of(&params);
+        let end = self.commit_with(
             sid,
             Record::Event {
                 n,
                 method: method.to_string(),
-                params: params.clone(),
+                params,
                 emitted_at_ms: now,
                 cause: cause.map(str::to_string),
             },
+            Some(raw.clone()),
         );
         let l = self.loaded_mut(sid).expect("loaded");
         l.ephemeral_k = 0;
         l.staged.push(Staged::Note {
             method: method.to_string(),
-            params,
+            params: raw,
             emitted_at_ms: now,
             durable_at: Some(end),
+            n,
         });
     }
 
@@ -90,9 +95,10 @@ impl Host {
         params.insert("viewCursor".into(), json!(cursor));
         l.staged.push(Staged::Note {
             method: method.to_string(),
-            params: Value::Object(params),
+            params: EventParams::of(&Value::Object(params)),
             emitted_at_ms: now,
             durable_at: None,
+            n: 0,
         });
     }
 

@@ -140,6 +140,16 @@ pub fn response_line(id: &RequestId, result: &Value) -> Vec<u8> {
     ]))
 }
 
+/// As [`response_line`], with the result already serialised: the same
+/// bytes as the tree it was written from.
+pub fn response_line_raw(id: &RequestId, result: &serde_json::value::RawValue) -> Vec<u8> {
+    line(&Frame(&[
+        ("id", M::V(id)),
+        ("jsonrpc", M::S("2.0")),
+        ("result", M::R(result)),
+    ]))
+}
+
 /// An error response line (with `\n`).
 pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
     line(&Frame(&[
@@ -181,6 +191,21 @@ pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
         ("jsonrpc", M::S("2.0")),
         ("method", M::S(method)),
         ("params", M::V(params)),
+    ]))
+}
+
+/// As [`server_request_line`], with params already serialised: the same
+/// bytes as the tree they were written from.
+pub fn server_request_line_raw(
+    id: u64,
+    method: &str,
+    params: &serde_json::value::RawValue,
+) -> Vec<u8> {
+    line(&Frame(&[
+        ("id", M::U(id)),
+        ("jsonrpc", M::S("2.0")),
+        ("method", M::S(method)),
+        ("params", M::R(params)),
     ]))
 }
 
@@ -301,6 +326,8 @@ mod tests {
                 response_line(&id, &params),
                 old(json!({ "jsonrpc": "2.0", "id": id, "result": params }))
             );
+            let raw = serde_json::value::to_raw_value(&params).unwrap();
+            assert_eq!(response_line_raw(&id, &raw), response_line(&id, &params));
             let err = RpcError::invalid_request("bad \"thing\"");
             assert_eq!(
                 error_line(&id, &err),
@@ -318,6 +345,10 @@ mod tests {
         assert_eq!(
             notification_line_raw("item/\"x", &raw, 1_700_000_000_123),
             notification_line("item/\"x", &params, 1_700_000_000_123)
+        );
+        assert_eq!(
+            server_request_line_raw(u64::MAX, "approval/request", &raw),
+            server_request_line(u64::MAX, "approval/request", &params)
         );
         assert_eq!(
             server_request_line(u64::MAX, "approval/request", &params),

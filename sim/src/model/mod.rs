@@ -1210,7 +1210,8 @@ impl Model {
             } else {
                 "value-identical-replays"
             };
-            self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
+            let at = self.rep.at;
+            self.rep.check_lazy(ok, prop, || format!("replay {k} {at}"), || {
                 let got = answer_value(&outcome);
                 format!("host{h} answered {method} {cid} with {got}; the ledger allows {:?} (settled {:?})", allowed(), i.settled)
             });
@@ -1321,7 +1322,8 @@ impl Model {
                         } else {
                             "value-identical-replays"
                         };
-                        self.rep.check(ok, prop, &format!("replay {k} {}", self.rep.at), || {
+                        let at = self.rep.at;
+                        self.rep.check_lazy(ok, prop, || format!("replay {k} {at}"), || {
                             format!("host{h} answered {method} {cid} with {outcome:?}, first {first:?}")
                         });
                         self.rep.hit("4.4 replay of an applied command");
@@ -1556,7 +1558,7 @@ impl Model {
                     ),
                 ),
                 Some((m, q)) => {
-                    self.rep.check(m == method && *q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
+                    self.rep.check_lazy(m == method && *q == *p, "cursor-uniqueness", || format!("names {sid} {n}"), || {
                         format!("cursor #{n} of session {sid} names {m} {q} on disk but {method} {p} on link{link}")
                     });
                 }
@@ -1569,7 +1571,7 @@ impl Model {
                 .or_insert_with(|| Sess::new(&sid, false));
             match sess.events.get(&n).cloned() {
                 Some((m, q)) => {
-                    self.rep.check(m == method && q == *p, "cursor-uniqueness", &format!("names {sid} {n}"), || {
+                    self.rep.check_lazy(m == method && q == *p, "cursor-uniqueness", || format!("names {sid} {n}"), || {
                         format!("cursor #{n} of session {sid} named {m} {q} before, now {method} {p}")
                     });
                 }
@@ -1677,7 +1679,7 @@ impl Model {
         sub.last = n;
         sub.lo = n + 1;
         sub.hi = n + 1;
-        self.rep.check(ok, "view-cursor-order", &format!("gap {link} {sid}"), || {
+        self.rep.check_lazy(ok, "view-cursor-order", || format!("gap {link} {sid}"), || {
             format!("link{link}: durable event #{n} of session {sid} where #{lo}..=#{hi} was due (a gap or a repeat)")
         });
     }

@@ -57,6 +57,22 @@ impl Report {
         ok
     }
 
+    /// [`Report::check`], with the subject written out only on a violation
+    /// (the subject names a violation once; a check made on every event
+    /// need not format one that holds).
+    pub fn check_lazy(
+        &mut self,
+        ok: bool,
+        property: &'static str,
+        subject: impl FnOnce() -> String,
+        detail: impl FnOnce() -> String,
+    ) -> bool {
+        if !ok {
+            self.fail(property, &subject(), detail());
+        }
+        ok
+    }
+
     /// Counts one exercise of `rule`.
     pub fn hit(&mut self, rule: &'static str) {
         *self.rules.entry(rule).or_insert(0) += 1;

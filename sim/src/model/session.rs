@@ -226,6 +226,23 @@ pub struct Origin {
     pub at_ms: u64,
 }
 
+/// Whether `c` is exactly the cursor of ordinal `n` of session `id`
+/// (`v:<id>:<n>`, `n` in decimal as `format!` writes it), written out
+/// nowhere.
+fn is_cursor(c: &str, id: &str, n: u64) -> bool {
+    let Some(digits) = c
+        .strip_prefix("v:")
+        .and_then(|r| r.strip_prefix(id))
+        .and_then(|r| r.strip_prefix(':'))
+    else {
+        return false;
+    };
+    let canonical = digits.bytes().all(|b| b.is_ascii_digit())
+        && !digits.is_empty()
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical && digits.parse::<u64>() == Ok(n)
+}
+
 fn s(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
@@ -669,7 +686,9 @@ impl Sess {
                 && text(o, "sessionId", &self.id)
                 && text(o, "status", status)
                 && o.get("turnCount").and_then(Value::as_u64) == Some(self.turn_count)
-                && text(o, "path", &path())
+                && o.get("path")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| self.is_path(p))
                 && o.get("workspaceRoot") == Some(&self.workspace_root)
                 && text(o, "providerId", "msp")
                 && text(o, "modelId", "scripted")
@@ -678,9 +697,11 @@ impl Sess {
                     Some(t) => text(o, "activeTurnId", t),
                     None => o.get("activeTurnId") == Some(&Value::Null),
                 }
-                && self
-                    .created_at_ms
-                    .is_none_or(|ms| text(o, "createdAt", &iso8601(ms)))
+                && self.created_at_ms.is_none_or(|ms| {
+                    o.get("createdAt")
+                        .and_then(Value::as_str)
+                        .is_some_and(|c| is_iso8601(c, ms))
+                })
         });
         let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
             && matches!(
@@ -695,6 +716,18 @@ impl Sess {
                 want()
             )
         });
+    }
+
+    /// Whether `p` is the session's `path` (as `judge_session` writes it
+    /// out for a failure's message), compared in place.
+    fn is_path(&self, p: &str) -> bool {
+        if !self.durable {
+            return p.is_empty();
+        }
+        p.strip_prefix(crate::process::DATA_DIR)
+            .and_then(|r| r.strip_prefix("/sessions/"))
+            .and_then(|r| r.strip_prefix(self.id.as_str()))
+            == Some("/session.log")
     }
 
     /// A `session/resume` answer, judged where its intake sits in the log:
@@ -1193,10 +1226,10 @@ impl Sess {
     ) {
         let p = &params;
         let id = self.id.clone();
-        if !rep.check(
+        if !rep.check_lazy(
             n == self.head + 1,
             "view-cursor-order",
-            &format!("dense {id} {n}"),
+            || format!("dense {id} {n}"),
             || {
                 format!(
                     "session {id}: durable event #{n} follows #{} (ordinals are dense)",
@@ -1206,10 +1239,13 @@ impl Sess {
         ) {
             return;
         }
-        rep.check(
-            p["viewCursor"] == json!(self.cursor(n)) && p["sessionId"] == json!(id),
+        rep.check_lazy(
+            p["viewCursor"]
+                .as_str()
+                .is_some_and(|c| is_cursor(c, &id, n))
+                && p["sessionId"].as_str() == Some(id.as_str()),
             "cursor-uniqueness",
-            &format!("names {id} {n}"),
+            || format!("names {id} {n}"),
             || {
                 format!(
                     "session {id}: durable event #{n} carries viewCursor {} / sessionId {}",
@@ -1955,6 +1991,13 @@ pub enum Expected {
 /// Unix milliseconds as RFC 3339 UTC with milliseconds
 /// (`2025-08-07T18:22:11.412Z`), the form of `createdAt`.
 pub fn iso8601(unix_ms: u64) -> String {
+    let (y, m, d, (hh, mm, ss, ms)) = civil(unix_ms);
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{ms:03}Z")
+}
+
+/// The civil date and time of day of `unix_ms`: (year, month, day,
+/// (hours, minutes, seconds, milliseconds)).
+fn civil(unix_ms: u64) -> (i64, i64, i64, (u64, u64, u64, u64)) {
     let secs = unix_ms / 1000;
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
@@ -1968,13 +2011,42 @@ pub fn iso8601(unix_ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60,
-        unix_ms % 1000
-    )
+    let time = (rem / 3_600, rem % 3_600 / 60, rem % 60, unix_ms % 1000);
+    (y, m, d, time)
+}
+
+/// Whether `text` is exactly [`iso8601`] of `unix_ms`, read field by
+/// field (no `String` is written).
+pub fn is_iso8601(text: &str, unix_ms: u64) -> bool {
+    let (y, m, d, (hh, mm, ss, ms)) = civil(unix_ms);
+    // `{:0w}` of a non-negative number: at least `w` digits, zero-padded.
+    let field = |t: &str, v: u64, w: usize| -> bool {
+        let mut digits = 1;
+        let mut x = v;
+        while x >= 10 {
+            x /= 10;
+            digits += 1;
+        }
+        let want = digits.max(w);
+        t.len() == want && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u64>() == Ok(v)
+    };
+    // Every field but the year has a fixed width: the year is what is
+    // left before the first `-`.
+    let Some((year, rest)) = text.split_once('-') else {
+        return false;
+    };
+    let b = rest.as_bytes();
+    y >= 0
+        && field(year, y as u64, 4)
+        && rest.is_ascii()
+        && b.len() == 19
+        && (b[2], b[5], b[8], b[11], b[14], b[18]) == (b'-', b'T', b':', b':', b'.', b'Z')
+        && field(&rest[0..2], m as u64, 2)
+        && field(&rest[3..5], d as u64, 2)
+        && field(&rest[6..8], hh, 2)
+        && field(&rest[9..11], mm, 2)
+        && field(&rest[12..14], ss, 2)
+        && field(&rest[15..18], ms, 3)
 }
 
 /// An ack with the members the model cannot predict removed.
@@ -1985,6 +2057,103 @@ pub fn strip_unknowable(_method: &str, v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cursors_are_recognised_as_written() {
+        let id = "0198f0aa-1111-7000-8000-0000000000aa";
+        let s = Sess::new(id, true);
+        for n in [0, 1, 9, 10, 42, 100, u64::MAX] {
+            let c = s.cursor(n);
+            for m in [0, 1, 9, 10, 42, 100, u64::MAX] {
+                assert_eq!(is_cursor(&c, id, m), n == m, "{c} {m}");
+            }
+        }
+        let odd = [
+            "",
+            "v:",
+            "v::1",
+            "v:x:1",
+            "V:S:1",
+            "v:s:",
+            "v:s:01",
+            "v:s:00",
+            "v:s:+1",
+            "v:s:-1",
+            "v:s: 1",
+            "v:s:1 ",
+            "v:s:1.0",
+            "v:s:1.1",
+            "v:s:18446744073709551616",
+            "x:s:1",
+            "v:s:1:1",
+            "v:S:1",
+            "v:ss:1",
+            "v:s:0x1",
+            "v:s:\u{661}",
+            "v:s:0",
+            "v:s:1",
+            "v:s:11",
+        ];
+        for c in odd {
+            for n in [0, 1, 11] {
+                assert_eq!(
+                    is_cursor(c, "s", n),
+                    c == Sess::new("s", true).cursor(n),
+                    "{c} {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn iso8601_is_recognised_as_written() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut instants = vec![
+            0,
+            1,
+            999,
+            1000,
+            86_399_999,
+            86_400_000,
+            u64::MAX,
+            u64::MAX / 1000,
+        ];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            instants.push(x % 5_000_000_000_000);
+            instants.push(x >> (x % 64));
+        }
+        for ms in instants {
+            let t = iso8601(ms);
+            assert!(is_iso8601(&t, ms), "{t}");
+            for other in [
+                ms.wrapping_add(1),
+                ms.wrapping_sub(1),
+                ms.wrapping_add(86_400_000),
+            ] {
+                assert_eq!(is_iso8601(&t, other), iso8601(other) == t, "{t} {other}");
+            }
+            // One change away: every byte replaced, the text cut or grown.
+            for i in 0..t.len() {
+                for c in ['0', '9', '-', ':', 'T', 'Z', '.', ' ', '\u{661}'] {
+                    let mut v = t.clone();
+                    v.replace_range(i..i + 1, &c.to_string());
+                    assert_eq!(is_iso8601(&v, ms), v == t, "{v} {ms}");
+                }
+            }
+            for v in [
+                format!("0{t}"),
+                format!("{t}0"),
+                t[1..].to_string(),
+                t[..t.len() - 1].to_string(),
+                format!("+{t}"),
+            ] {
+                assert!(!is_iso8601(&v, ms), "{v} {ms}");
+            }
+        }
+    }
 
     #[test]
     fn iso8601_known_instants() {

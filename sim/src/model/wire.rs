@@ -639,79 +639,167 @@ pub fn key(cid: &str) -> String {
     cid.to_ascii_lowercase()
 }
 
-fn opt(p: &Value, f: &str) -> Value {
+/// `null`, for a member a payload lacks.
+static NULL: Value = Value::Null;
+
+/// A normalised param, borrowed from the params it is read from: what
+/// [`normalise`] makes of them, without copying any of it (the payload
+/// signature writes it out directly).
+enum Norm<'a> {
+    /// A member as it is (`null` when absent).
+    Of(&'a Value),
+    /// A string, ASCII-lowercased.
+    Lower(&'a str),
+    /// A fixed string (a default).
+    Str(&'static str),
+    /// The `input` parts of these params: `[{type, text}]`.
+    Input(&'a Value),
+    /// An object of these members.
+    Obj(Vec<(&'static str, Norm<'a>)>),
+}
+
+/// Member `f` of `p`; `null` when absent (an absent optional and `null`
+/// are the same).
+fn opt<'a>(p: &'a Value, f: &str) -> Norm<'a> {
+    Norm::Of(p.get(f).unwrap_or(&NULL))
+}
+
+/// A session id: compared without case.
+fn lower<'a>(p: &'a Value, f: &str) -> Norm<'a> {
     match p.get(f) {
-        None | Some(Value::Null) => Value::Null,
-        Some(v) => v.clone(),
+        Some(Value::String(s)) => Norm::Lower(s),
+        other => Norm::Of(other.unwrap_or(&NULL)),
     }
 }
 
-fn lower(v: Value) -> Value {
-    match v {
-        Value::String(s) => Value::String(s.to_ascii_lowercase()),
-        other => other,
+impl Norm<'_> {
+    /// The value it stands for.
+    fn to_value(&self) -> Value {
+        match self {
+            Norm::Of(v) => (*v).clone(),
+            Norm::Lower(s) => Value::String(s.to_ascii_lowercase()),
+            Norm::Str(s) => Value::String((*s).to_string()),
+            Norm::Input(p) => {
+                let parts = p["input"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                Value::Array(
+                    parts
+                        .iter()
+                        .map(|x| serde_json::json!({"type": x["type"], "text": x["text"]}))
+                        .collect(),
+                )
+            }
+            Norm::Obj(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| ((*k).to_string(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Writes it as [`canonical_into`] writes the value it stands for.
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Norm::Of(v) => canonical_into(v, out),
+            Norm::Lower(s) => write_str(out, &s.to_ascii_lowercase()),
+            Norm::Str(s) => write_str(out, s),
+            Norm::Input(p) => {
+                let parts = p["input"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                out.push(b'[');
+                for (i, x) in parts.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    // The two members in sorted order.
+                    out.extend_from_slice(b"{\"text\":");
+                    canonical_into(&x["text"], out);
+                    out.extend_from_slice(b",\"type\":");
+                    canonical_into(&x["type"], out);
+                    out.push(b'}');
+                }
+                out.push(b']');
+            }
+            Norm::Obj(members) => {
+                let mut sorted: Vec<&(&str, Norm)> = members.iter().collect();
+                sorted.sort_by_key(|(k, _)| *k);
+                out.push(b'{');
+                for (i, (k, v)) in sorted.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_str(out, k);
+                    out.push(b':');
+                    v.write(out);
+                }
+                out.push(b'}');
+            }
+        }
     }
 }
 
-fn input(p: &Value) -> Value {
-    let parts = p["input"].as_array().cloned().unwrap_or_default();
-    Value::Array(
-        parts
-            .iter()
-            .map(|x| serde_json::json!({"type": x["type"], "text": x["text"]}))
-            .collect(),
-    )
+/// The params a method defines, as [`Norm`]: PROTOCOL.md 4.1's table.
+fn norm_of<'a>(method: &str, p: &'a Value) -> Option<Norm<'a>> {
+    let sid = || ("sessionId", lower(p, "sessionId"));
+    Some(Norm::Obj(match method {
+        "session/start" => vec![sid(), ("workspaceRoot", opt(p, "workspaceRoot"))],
+        "session/resume" => vec![sid(), ("cursor", opt(p, "cursor"))],
+        "turn/start" => {
+            let if_busy = match opt(p, "ifBusy") {
+                Norm::Of(Value::Null) => Norm::Str("queue"),
+                v => v,
+            };
+            vec![sid(), ("input", Norm::Input(p)), ("ifBusy", if_busy)]
+        }
+        "turn/steer" => vec![
+            sid(),
+            ("expectedTurnId", opt(p, "expectedTurnId")),
+            ("input", Norm::Input(p)),
+        ],
+        "turn/unqueue" | "turn/interrupt" | "turn/cancel" => {
+            vec![sid(), ("turnId", opt(p, "turnId"))]
+        }
+        "task/stop" => vec![sid(), ("taskId", opt(p, "taskId"))],
+        "task/stopAll" => vec![sid()],
+        "approval/decide" => {
+            let r = &p["requirementId"];
+            let req = vec![
+                ("approvalId", opt(r, "approvalId")),
+                ("sourceIndex", opt(r, "sourceIndex")),
+            ];
+            vec![
+                sid(),
+                ("approvalId", opt(p, "approvalId")),
+                ("requirementId", Norm::Obj(req)),
+                ("choiceId", opt(p, "choiceId")),
+            ]
+        }
+        "state/update" => vec![
+            sid(),
+            ("expectedRevision", opt(p, "expectedRevision")),
+            ("set", opt(p, "set")),
+        ],
+        _ => return None,
+    }))
 }
 
 /// The params a method defines, defaults applied, unknown members and
 /// `commandId` dropped (PROTOCOL.md 4.1's table; an absent optional and
 /// `null` are the same). `None` for a method that is not a command.
 pub fn normalise(method: &str, p: &Value) -> Option<Value> {
-    use serde_json::json;
-    let sid = || lower(opt(p, "sessionId"));
-    Some(match method {
-        "session/start" => json!({"sessionId": sid(), "workspaceRoot": opt(p, "workspaceRoot")}),
-        "session/resume" => json!({"sessionId": sid(), "cursor": opt(p, "cursor")}),
-        "turn/start" => {
-            let if_busy = match opt(p, "ifBusy") {
-                Value::Null => Value::String("queue".into()),
-                v => v,
-            };
-            json!({"sessionId": sid(), "input": input(p), "ifBusy": if_busy})
-        }
-        "turn/steer" => {
-            json!({"sessionId": sid(), "expectedTurnId": opt(p, "expectedTurnId"), "input": input(p)})
-        }
-        "turn/unqueue" => json!({"sessionId": sid(), "turnId": opt(p, "turnId")}),
-        "turn/interrupt" | "turn/cancel" => json!({"sessionId": sid(), "turnId": opt(p, "turnId")}),
-        "task/stop" => json!({"sessionId": sid(), "taskId": opt(p, "taskId")}),
-        "task/stopAll" => json!({"sessionId": sid()}),
-        "approval/decide" => {
-            let r = &p["requirementId"];
-            json!({
-                "sessionId": sid(),
-                "approvalId": opt(p, "approvalId"),
-                "requirementId": {"approvalId": opt(r, "approvalId"), "sourceIndex": opt(r, "sourceIndex")},
-                "choiceId": opt(p, "choiceId"),
-            })
-        }
-        "state/update" => {
-            json!({"sessionId": sid(), "expectedRevision": opt(p, "expectedRevision"), "set": opt(p, "set")})
-        }
-        _ => return None,
-    })
+    norm_of(method, p).map(|n| n.to_value())
 }
 
 /// The payload signature: canonical JSON (sorted members, no spaces) of
-/// `{method, params}` with `params` normalised.
+/// `{method, params}` with `params` normalised. Written straight from the
+/// params (no normalised copy is built).
 pub fn signature(method: &str, params: &Value) -> Option<String> {
-    let norm = normalise(method, params)?;
+    let norm = norm_of(method, params)?;
     // `{"method":..,"params":..}`: the two members in sorted order.
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(b"{\"method\":");
     write_str(&mut out, method);
     out.extend_from_slice(b",\"params\":");
-    canonical_into(&norm, &mut out);
+    norm.write(&mut out);
     out.push(b'}');
     Some(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
@@ -868,10 +956,149 @@ mod tests {
         for m in DURABLE_METHODS.iter().chain(CARRIERLESS_METHODS.iter()) {
             let mut want = String::new();
             canonical_by_copies(
-                &json!({"method": m, "params": normalise(m, &p).unwrap()}),
+                &json!({"method": m, "params": normalise_by_copies(m, &p).unwrap()}),
                 &mut want,
             );
             assert_eq!(signature(m, &p), Some(want), "{m}");
+        }
+    }
+
+    /// The old definition of the normalised params: built as a `Value`.
+    fn normalise_by_copies(method: &str, p: &Value) -> Option<Value> {
+        fn opt(p: &Value, f: &str) -> Value {
+            match p.get(f) {
+                None | Some(Value::Null) => Value::Null,
+                Some(v) => v.clone(),
+            }
+        }
+        fn lower(v: Value) -> Value {
+            match v {
+                Value::String(s) => Value::String(s.to_ascii_lowercase()),
+                other => other,
+            }
+        }
+        fn input(p: &Value) -> Value {
+            let parts = p["input"].as_array().cloned().unwrap_or_default();
+            Value::Array(
+                parts
+                    .iter()
+                    .map(|x| json!({"type": x["type"], "text": x["text"]}))
+                    .collect(),
+            )
+        }
+        let sid = || lower(opt(p, "sessionId"));
+        Some(match method {
+            "session/start" => {
+                json!({"sessionId": sid(), "workspaceRoot": opt(p, "workspaceRoot")})
+            }
+            "session/resume" => json!({"sessionId": sid(), "cursor": opt(p, "cursor")}),
+            "turn/start" => {
+                let if_busy = match opt(p, "ifBusy") {
+                    Value::Null => Value::String("queue".into()),
+                    v => v,
+                };
+                json!({"sessionId": sid(), "input": input(p), "ifBusy": if_busy})
+            }
+            "turn/steer" => {
+                json!({"sessionId": sid(), "expectedTurnId": opt(p, "expectedTurnId"), "input": input(p)})
+            }
+            "turn/unqueue" => json!({"sessionId": sid(), "turnId": opt(p, "turnId")}),
+            "turn/interrupt" | "turn/cancel" => {
+                json!({"sessionId": sid(), "turnId": opt(p, "turnId")})
+            }
+            "task/stop" => json!({"sessionId": sid(), "taskId": opt(p, "taskId")}),
+            "task/stopAll" => json!({"sessionId": sid()}),
+            "approval/decide" => {
+                let r = &p["requirementId"];
+                json!({
+                    "sessionId": sid(),
+                    "approvalId": opt(p, "approvalId"),
+                    "requirementId": {"approvalId": opt(r, "approvalId"), "sourceIndex": opt(r, "sourceIndex")},
+                    "choiceId": opt(p, "choiceId"),
+                })
+            }
+            "state/update" => {
+                json!({"sessionId": sid(), "expectedRevision": opt(p, "expectedRevision"), "set": opt(p, "set")})
+            }
+            _ => return None,
+        })
+    }
+
+    /// The signature written straight from the params, and `normalise`,
+    /// are the old copying definitions' on every method (and non-command
+    /// methods) and on params of every odd shape: members absent, `null`,
+    /// of other types, nested, upper case, unknown, and params that are no
+    /// object at all.
+    #[test]
+    fn signatures_written_in_place_are_the_copying_ones() {
+        let mut params = vec![
+            json!(null),
+            json!(1),
+            json!("S"),
+            json!([]),
+            json!([{"sessionId": "S"}]),
+            json!({}),
+        ];
+        let values = [
+            json!(null),
+            json!(true),
+            json!(0),
+            json!(-0.0),
+            json!(2.5),
+            json!(18446744073709551615u64),
+            json!("A\"b\\\u{1}\u{e9}\u{1F600}"),
+            json!("0198F0AA-1111-7000-8000-0000000000AA"),
+            json!([]),
+            json!({}),
+            json!([{"type": "text", "text": "hi", "x": 1}, {"text": null}, 3, "s", [], {"type": {"z": 1, "a": [null]}}]),
+            json!({"approvalId": "r", "sourceIndex": 0, "extra": [1]}),
+            json!({"approvalId": null}),
+            json!({"k\u{e9}": [1, {"x": null, "b": 2}], "a": {}}),
+        ];
+        let members = [
+            "sessionId",
+            "workspaceRoot",
+            "cursor",
+            "input",
+            "ifBusy",
+            "expectedTurnId",
+            "turnId",
+            "taskId",
+            "approvalId",
+            "requirementId",
+            "choiceId",
+            "expectedRevision",
+            "set",
+            "commandId",
+            "junk",
+        ];
+        for k in members {
+            for v in &values {
+                params.push(json!({ k: v }));
+                let mut full = serde_json::Map::new();
+                for m in members {
+                    full.insert(m.to_string(), v.clone());
+                }
+                full.insert(k.to_string(), json!("Upper-Case"));
+                params.push(Value::Object(full));
+            }
+        }
+        params.push(json!({"sessionId": "0198F0AA-1111-7000-8000-0000000000AA", "approvalId": "a\"1", "requirementId": {"approvalId": "r", "sourceIndex": 3}, "choiceId": "ok", "set": {"k\u{e9}": [1, {"x": null}]}, "expectedRevision": 4, "input": [{"type": "text", "text": "\u{2028}"}], "ifBusy": "steer", "turnId": "T", "taskId": 7, "cursor": "v:s:1", "workspaceRoot": "/w"}));
+        let methods = DURABLE_METHODS
+            .iter()
+            .chain(CARRIERLESS_METHODS.iter())
+            .chain(["view/page", "session/read", ""].iter());
+        for m in methods {
+            for p in &params {
+                let old = normalise_by_copies(m, p);
+                assert_eq!(normalise(m, p), old, "{m} {p}");
+                let want = old.map(|n| {
+                    let mut want = String::new();
+                    canonical_by_copies(&json!({"method": m, "params": n}), &mut want);
+                    want
+                });
+                assert_eq!(signature(m, p), want, "{m} {p}");
+            }
         }
     }
 

@@ -1466,10 +1466,8 @@ impl Sim {
         let first = frames
             .iter()
             .take_while(|(s, _)| {
-                matches!(
-                    f.bytes.get(s + 5),
-                    Some(&(SNAPSHOT_TYPE | SNAPSHOT_PART_TYPE))
-                )
+                msp::log::decode_frame(&f.bytes, *s)
+                    .is_ok_and(|fr| matches!(fr.record_type, SNAPSHOT_TYPE | SNAPSHOT_PART_TYPE))
             })
             .count();
         if frames.len() < first + 2 {

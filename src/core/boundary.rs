@@ -82,11 +82,6 @@ impl LogBytes {
     pub fn make_mut(&mut self) -> &mut Vec<u8> {
         std::sync::Arc::make_mut(&mut self.0)
     }
-
-    /// The bytes as an owned vector (without a copy when not shared).
-    pub fn into_vec(self) -> Vec<u8> {
-        std::sync::Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
-    }
 }
 
 impl From<Vec<u8>> for LogBytes {

@@ -1096,7 +1096,7 @@ impl Sim {
                 }
                 let f = self.disk.files.entry(session.clone()).or_default();
                 f.last_write_at = f.bytes.len();
-                f.bytes.make_mut().extend_from_slice(&bytes);
+                f.bytes.append(&bytes);
                 self.note(
                     Actor::Host(h),
                     What::Append {

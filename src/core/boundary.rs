@@ -71,35 +71,102 @@ impl EffectOutcome {
 /// A simulation opens the same growing log hundreds of times; handing the
 /// core a copy of the whole file at every open made each open cost the
 /// log's length (issue 10). The owner appends in place through
-/// [`LogBytes::make_mut`], which copies only while a reader still holds
+/// [`LogBytes::append`], which copies only while a reader still holds
 /// the bytes (the core drops them once it has folded them). Debug-prints
-/// as the plain byte vector, so traces do not change.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct LogBytes(std::sync::Arc<Vec<u8>>);
+/// and compares as the plain byte vector, so traces do not change.
+///
+/// Each value also carries its [`Lineage`]: a claim, kept true by this
+/// type alone, that lets a reader that saw these bytes before know that
+/// they have only grown since, without comparing them (see
+/// [`super::log_fold`]).
+#[derive(Clone)]
+pub struct LogBytes {
+    bytes: std::sync::Arc<Vec<u8>>,
+    lineage: Lineage,
+}
+
+/// Which append-only history a [`LogBytes`] belongs to.
+///
+/// Invariant: all values of one lineage share one buffer, which only ever
+/// grows at its end, so any two of them, at any two times, are a prefix
+/// of one another. A value gets a new lineage whenever that could stop
+/// being true: when made from a vector, when changed other than by an
+/// append ([`LogBytes::make_mut`]), and when appended to while another
+/// value still shares its buffer (the append then goes to a copy). Only
+/// equality of lineages means anything; their numbers are never printed
+/// or hashed, so they do not touch determinism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lineage(u64);
+
+impl Lineage {
+    fn fresh() -> Lineage {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Lineage(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
 
 impl LogBytes {
-    /// The bytes, to change: a copy first if a reader still shares them.
+    /// Appends `more` at the end. In place, the lineage stays (every
+    /// earlier value of it is a prefix of the result); on a copy (another
+    /// value shares the buffer) the result starts a lineage of its own.
+    pub fn append(&mut self, more: &[u8]) {
+        match std::sync::Arc::get_mut(&mut self.bytes) {
+            Some(v) => v.extend_from_slice(more),
+            None => {
+                let mut v = Vec::with_capacity(self.bytes.len() + more.len());
+                v.extend_from_slice(&self.bytes);
+                v.extend_from_slice(more);
+                *self = LogBytes::from(v);
+            }
+        }
+    }
+
+    /// The bytes, to change in any way (a copy first if a reader still
+    /// shares them); the value starts a lineage of its own.
     pub fn make_mut(&mut self) -> &mut Vec<u8> {
-        std::sync::Arc::make_mut(&mut self.0)
+        self.lineage = Lineage::fresh();
+        std::sync::Arc::make_mut(&mut self.bytes)
+    }
+
+    /// The append-only history these bytes belong to.
+    pub fn lineage(&self) -> Lineage {
+        self.lineage
+    }
+}
+
+impl Default for LogBytes {
+    fn default() -> LogBytes {
+        LogBytes::from(Vec::new())
     }
 }
 
 impl From<Vec<u8>> for LogBytes {
     fn from(v: Vec<u8>) -> LogBytes {
-        LogBytes(std::sync::Arc::new(v))
+        LogBytes {
+            bytes: std::sync::Arc::new(v),
+            lineage: Lineage::fresh(),
+        }
     }
 }
+
+impl PartialEq for LogBytes {
+    fn eq(&self, other: &LogBytes) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for LogBytes {}
 
 impl std::ops::Deref for LogBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        &self.bytes
     }
 }
 
 impl std::fmt::Debug for LogBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        self.bytes.fmt(f)
     }
 }
 
@@ -350,4 +417,54 @@ pub enum Output {
     },
     /// A named crash point was reached (simulator hook; no-op for real IO).
     CrashPoint(CrashPoint),
+}
+
+#[cfg(test)]
+mod log_bytes_tests {
+    use super::LogBytes;
+
+    #[test]
+    fn a_lineage_holds_one_growing_history() {
+        let mut a = LogBytes::from(b"ab".to_vec());
+        let l = a.lineage();
+        a.append(b"cd");
+        assert_eq!(
+            (&a[..], a.lineage()),
+            (&b"abcd"[..], l),
+            "in place: same lineage"
+        );
+
+        // A reader's copy keeps the lineage and the bytes it was given;
+        // the owner's append goes to a copy of its own.
+        let reader = a.clone();
+        assert_eq!(reader.lineage(), l);
+        a.append(b"e");
+        assert_ne!(
+            a.lineage(),
+            l,
+            "appended while shared: a lineage of its own"
+        );
+        assert_eq!((&reader[..], reader.lineage()), (&b"abcd"[..], l));
+        let mut reader = reader;
+        reader.append(b"X");
+        assert_eq!(
+            reader.lineage(),
+            l,
+            "now alone in its buffer: grows in place"
+        );
+
+        // Any other change starts anew, even one that restores the bytes.
+        let before = a.lineage();
+        a.make_mut()[0] ^= 1;
+        let flipped = a.lineage();
+        a.make_mut()[0] ^= 1;
+        assert!(before != flipped && flipped != a.lineage() && before != a.lineage());
+
+        // Equal bytes are equal whatever their lineages; new values are new.
+        let (x, y) = (LogBytes::from(b"q".to_vec()), LogBytes::from(b"q".to_vec()));
+        assert_eq!(x, y);
+        assert_ne!(x.lineage(), y.lineage());
+        assert_ne!(LogBytes::default().lineage(), LogBytes::default().lineage());
+        assert_eq!(format!("{x:?}"), format!("{:?}", b"q".to_vec()));
+    }
 }

@@ -1053,8 +1053,7 @@ impl Host {
                 self.mem_logs
                     .entry(sid.to_string())
                     .or_default()
-                    .make_mut()
-                    .extend(bytes);
+                    .append(&bytes);
                 let l = self.loaded_mut(sid).expect("loaded");
                 l.synced_bytes = l.appended_bytes;
                 let (slot, s) = (l.slot, l.synced_bytes);
@@ -1649,7 +1648,7 @@ impl Host {
 
     /// Folds a log into a loaded session; runs recovery when the last
     /// holder died. `Err` carries a `logCorrupt` error (as JSON text).
-    fn load(&mut self, sid: &str, log: &[u8]) -> Result<(), String> {
+    fn load(&mut self, sid: &str, log: &LogBytes) -> Result<(), String> {
         // Each record is folded as soon as it is decoded (a long log's
         // decoded records are never all in memory at once); a simulation
         // folds only what was appended since its last load of this log.

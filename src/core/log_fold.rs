@@ -21,6 +21,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use super::boundary::{Lineage, LogBytes};
 use super::record::{decode_log_each_from, LogCorrupt, LogShape, Record};
 use super::session::Session;
 
@@ -41,24 +42,19 @@ pub struct Folded {
 /// # Errors
 ///
 /// The log is corrupt (see [`decode_log_each_from`]).
-pub fn fold_log(sid: &str, log: &[u8]) -> Result<Folded, LogCorrupt> {
+pub fn fold_log(sid: &str, log: &LogBytes) -> Result<Folded, LogCorrupt> {
     if MEMO.with(|m| m.borrow().is_none()) {
         return fold_from(log, None);
     }
-    let prior = MEMO.with(|m| {
+    let start = MEMO.with(|m| {
         m.borrow_mut()
             .as_mut()
             .and_then(|m| m.take_prefix_of(sid, log))
     });
-    let (mut bytes, start) = prior.map_or((Vec::new(), None), |(b, f)| (b, Some(f)));
-    let had = bytes.len();
     let folded = fold_from(log, start)?;
-    let valid = folded.shape.valid_len as usize;
-    debug_assert!(valid >= had, "a fold from a prefix ends past it");
-    bytes.extend_from_slice(&log[had..valid]);
     MEMO.with(|m| {
         if let Some(m) = m.borrow_mut().as_mut() {
-            m.keep(sid, bytes, &folded);
+            m.keep(sid, log.lineage(), &folded);
         }
     });
     Ok(folded)
@@ -85,44 +81,49 @@ fn fold_from(log: &[u8], start: Option<Folded>) -> Result<Folded, LogCorrupt> {
     })
 }
 
-/// Log bytes the memo keeps before it starts afresh.
-const MAX_BYTES: usize = 256 << 20;
+/// Log bytes the memo's folds stand for before it starts afresh (a bound
+/// on the old session states it keeps alive).
+const MAX_BYTES: u64 = 256 << 20;
 
 #[derive(Default)]
 struct Memo {
-    /// Per session id: the bytes last folded (whole valid frames) and
-    /// their fold.
-    entries: BTreeMap<String, (Vec<u8>, Folded)>,
-    bytes: usize,
+    /// Per session id: the lineage of the bytes last folded and their
+    /// fold (whose shape says how many bytes it folded: whole valid
+    /// frames).
+    entries: BTreeMap<String, (Lineage, Folded)>,
+    bytes: u64,
 }
 
 impl Memo {
-    /// Takes `sid`'s entry out if its bytes begin `log` (a load that then
-    /// fails leaves no entry behind).
-    fn take_prefix_of(&mut self, sid: &str, log: &[u8]) -> Option<(Vec<u8>, Folded)> {
-        let (bytes, _) = self.entries.get(sid)?;
-        let hit = log.starts_with(bytes);
-        let (bytes, f) = self.entries.remove(sid).expect("just found");
-        self.bytes -= bytes.len();
-        hit.then_some((bytes, f))
+    /// Takes `sid`'s entry out if the bytes it folded begin `log`: the same
+    /// lineage and no shorter, so, by [`Lineage`]'s invariant, the same
+    /// bytes and maybe more (a load that then fails leaves no entry
+    /// behind).
+    fn take_prefix_of(&mut self, sid: &str, log: &LogBytes) -> Option<Folded> {
+        let (lineage, f) = self.entries.remove(sid)?;
+        self.bytes -= f.shape.valid_len;
+        let hit = lineage == log.lineage() && f.shape.valid_len <= log.len() as u64;
+        hit.then_some(f)
     }
 
-    fn keep(&mut self, sid: &str, bytes: Vec<u8>, f: &Folded) {
-        debug_assert_eq!(bytes.len() as u64, f.shape.valid_len);
-        if self.bytes + bytes.len() > MAX_BYTES {
+    fn keep(&mut self, sid: &str, lineage: Lineage, f: &Folded) {
+        let len = f.shape.valid_len;
+        if self.bytes + len > MAX_BYTES {
             *self = Memo::default();
         }
-        self.bytes += bytes.len();
+        self.bytes += len;
         let kept = Folded {
             s: f.s.clone(),
-            // The kept bytes end at the valid length: no torn tail in them.
+            // What is kept ends at the valid length: no torn tail in it.
             shape: LogShape {
                 torn: false,
                 ..f.shape
             },
             tail_records: f.tail_records,
         };
-        self.entries.insert(sid.to_string(), (bytes, kept));
+        if let Some((_, old)) = self.entries.insert(sid.to_string(), (lineage, kept)) {
+            self.bytes -= old.shape.valid_len;
+        }
     }
 }
 
@@ -205,8 +206,23 @@ mod tests {
             .collect()
     }
 
+    /// A file's life as the simulator's disk lives it, one step at a time:
+    /// `Append(n)` bytes more of the log (in place), `Load`, damage or a
+    /// cut (changes that are not appends), the same bytes anew, an append
+    /// while a reader still holds the bytes.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        Append(usize),
+        Load,
+        Flip(usize),
+        Cut(usize),
+        Anew,
+        AppendShared(usize),
+    }
+
     #[test]
     fn a_memoised_fold_is_the_full_fold_of_every_extension_cut_and_damage() {
+        use Step::*;
         for compact in [0, 8] {
             let log = a_log(compact);
             let ends = frame_ends(&log);
@@ -223,61 +239,123 @@ mod tests {
                     "a snapshot head"
                 );
             }
-            // Loads of growing prefixes, each after the one before, some
-            // cut mid-frame (a torn tail), then damaged or shortened logs.
-            let mut cuts: Vec<usize> = ends.iter().step_by(3).copied().collect();
-            cuts.extend(ends.iter().step_by(5).map(|e| e - 3));
-            cuts.sort_unstable();
-            let mut damaged = log.clone();
-            let mid = ends[ends.len() / 2] - 10;
-            damaged[mid] ^= 0x40;
-            let mut loads: Vec<Vec<u8>> = cuts.iter().map(|&c| log[..c].to_vec()).collect();
-            loads.push(log.clone());
-            loads.push(log.clone());
-            loads.push(damaged.clone());
-            loads.push(log.clone());
-            loads.push(log[..ends[2]].to_vec());
-            loads.push(log.clone());
-            let mut damaged_head = log.clone();
-            damaged_head[ends[0] - 2] ^= 1;
-            loads.push(damaged_head);
-            loads.push(log.clone());
-
-            let expected: Vec<String> = loads.iter().map(|l| seen(&fold_log(SID, l))).collect();
-            let _memo = FoldMemo::install();
-            let mut hits = 0;
-            for (i, l) in loads.iter().enumerate() {
-                let before = MEMO.with(|m| {
-                    m.borrow()
-                        .as_ref()
-                        .and_then(|m| m.entries.get(SID).map(|e| e.0.clone()))
-                });
-                let got = seen(&fold_log(SID, l));
-                assert_eq!(
-                    got, expected[i],
-                    "load {i} (compact {compact}) differs through the memo"
-                );
-                hits += usize::from(before.is_some_and(|b| !b.is_empty() && l.starts_with(&b)));
+            // Grow the file frame by frame with loads between (some in the
+            // middle of a frame: a torn tail the next append completes),
+            // then damage, cut and rebuild it, loading after each.
+            let mut steps = Vec::new();
+            let mut at = 0;
+            for (i, &e) in ends.iter().enumerate() {
+                if i % 4 == 3 {
+                    steps.extend([Append(e - 3 - at), Load, Append(3)]);
+                } else {
+                    steps.push(Append(e - at));
+                }
+                at = e;
+                if i % 3 == 0 {
+                    steps.push(Load);
+                }
             }
-            // A compacted log has few frames: its cut loads mostly fail
-            // (a torn snapshot) or shorten it.
-            let least = if compact == 0 { loads.len() * 3 / 4 } else { 3 };
+            let mid = ends[ends.len() / 2] - 10;
+            steps.extend([
+                Load,
+                Flip(mid),
+                Load,
+                Flip(mid),
+                Load,
+                Load,
+                Cut(ends[2]),
+                Load,
+                Anew,
+                Load,
+                Flip(ends[0] - 2),
+                Load,
+                Flip(ends[0] - 2),
+                Load,
+                AppendShared(0),
+                Load,
+            ]);
+
+            let _memo = FoldMemo::install();
+            let mut file = LogBytes::default();
+            let (mut hits, mut damaged_found) = (0, 0);
+            // The last load succeeded and only appends in place came since.
+            let mut clean = false;
+            let mut written = 0;
+            for (i, step) in steps.iter().enumerate() {
+                match *step {
+                    Append(n) => {
+                        file.append(&log[written..written + n]);
+                        written += n;
+                    }
+                    AppendShared(n) => {
+                        let reader = file.clone();
+                        file.append(&log[written..written + n]);
+                        written += n;
+                        assert_ne!(reader.lineage(), file.lineage(), "a copy starts anew");
+                        clean = false;
+                    }
+                    Flip(at) => {
+                        file.make_mut()[at] ^= 0x40;
+                        clean = false;
+                    }
+                    Cut(len) => {
+                        file.make_mut().truncate(len);
+                        written = len;
+                        clean = false;
+                    }
+                    Anew => {
+                        file = LogBytes::from(file.to_vec());
+                        clean = false;
+                    }
+                    Load => {
+                        let memo_had = MEMO.with(|m| {
+                            m.borrow()
+                                .as_ref()
+                                .and_then(|m| m.entries.get(SID).map(|e| e.0))
+                        });
+                        let got = seen(&fold_log(SID, &file));
+                        let full = seen(&fold_from(&file, None));
+                        assert_eq!(
+                            got, full,
+                            "step {i} {step:?} (compact {compact}) differs through the memo"
+                        );
+                        let hit = memo_had == Some(file.lineage());
+                        assert_eq!(hit, clean, "step {i} {step:?} (compact {compact})");
+                        hits += usize::from(hit);
+                        clean = got.starts_with("Ok");
+                        damaged_found += usize::from(got.starts_with("Err"));
+                    }
+                }
+            }
+            // Every load after a successful one and appends in place
+            // starts from the memo, and no other.
+            assert!(hits >= 3, "loads that start from the memo: {hits}");
             assert!(
-                hits >= least,
-                "loads that start from the memo: {hits} of {}",
-                loads.len()
-            );
-            let damaged_result = fold_log(SID, &damaged);
-            assert!(
-                damaged_result.is_err(),
+                damaged_found >= 2,
                 "damage inside a memoised prefix is still found"
             );
         }
     }
 
     #[test]
-    fn without_the_memo_nothing_is_kept() {
+    fn the_memo_trusts_a_lineage_only_as_far_as_it_folded() {
         let log = a_log(0);
+        let ends = frame_ends(&log);
+        let _memo = FoldMemo::install();
+        let mut file = LogBytes::from(log[..ends[5]].to_vec());
+        let first = fold_log(SID, &file).expect("folds");
+        // Cut below what was folded, then grow again past it, all in the
+        // same buffer: only `make_mut` may do that, and it starts anew.
+        file.make_mut().truncate(ends[1]);
+        file.append(&log[ends[1]..ends[7]]);
+        let again = fold_log(SID, &file).expect("folds");
+        assert_eq!(seen(&Ok(again)), seen(&fold_from(&file, None)));
+        assert_ne!(seen(&Ok(first)), seen(&fold_from(&file, None)));
+    }
+
+    #[test]
+    fn without_the_memo_nothing_is_kept() {
+        let log = LogBytes::from(a_log(0));
         fold_log(SID, &log).expect("folds");
         assert!(MEMO.with(|m| m.borrow().is_none()));
     }

@@ -8,7 +8,7 @@ use super::host::{Flow, Host, IoAnswer, Slot, Wait};
 use super::log_fold::fold_log;
 use super::record::{decode_archived, decode_log, LogCorrupt, Record};
 use super::session::{Session, StoredEvent};
-use super::{ConnId, HistoryResult, ReadResult};
+use super::{ConnId, HistoryResult, LogBytes, ReadResult};
 use crate::proto::envelope::{self, RequestId};
 use crate::proto::params::{Parsed, Read};
 use crate::proto::RpcError;
@@ -284,7 +284,7 @@ fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEven
 
 /// Folds a log read without the lease, with its archive when one was read
 /// (then every event is in memory, as in a log never compacted).
-fn fold_read(sid: &str, log: &[u8], history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
+fn fold_read(sid: &str, log: &LogBytes, history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
     if history.is_empty() {
         return fold_log(sid, log).map(|f| f.s).map_err(|c| (false, c));
     }

@@ -253,11 +253,6 @@ impl Host {
         )
     }
 
-    fn respond_at(&mut self, conn: ConnId, id: &RequestId, sid: &str, answer: &Answer, at: u64) {
-        let gate = self.loaded(sid).and_then(|l| self.gate_at(l, at));
-        self.respond(conn, id, answer, gate);
-    }
-
     /// A durable rejection: recorded, replayed identically.
     fn reject(
         &mut self,
@@ -274,16 +269,17 @@ impl Host {
             err = err.with(k, v);
         }
         let error = err.to_value();
+        // Written once: the `received` record and the response line hold
+        // the same text.
+        let stored = StoredAnswer::new(&Answer::Error(error.clone()));
         let at = self.intake(
             sid,
             c,
             sig,
-            StoredAnswer::new(&Answer::Error(error.clone())),
-            Some(Outcome::Rejected {
-                error: error.clone(),
-            }),
+            stored.clone(),
+            Some(Outcome::Rejected { error }),
         );
-        self.respond_at(conn, id, sid, &Answer::Error(error), at);
+        self.respond_stored_at(conn, id, sid, &stored, at);
     }
 
     fn ack(

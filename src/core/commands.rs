@@ -268,7 +268,7 @@ impl Host {
         if let Some((k, v)) = extra {
             err = err.with(k, v);
         }
-        let error = err.to_value();
+        let error = err.into_value();
         // Written once: the `received` record and the response line hold
         // the same text.
         let stored = StoredAnswer::new(&Answer::Error(error.clone()));

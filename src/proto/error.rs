@@ -221,13 +221,24 @@ impl RpcError {
     /// default is left out, so an answer recorded by an earlier version
     /// (which always wrote it) is sent in today's shape.
     pub fn to_value(&self) -> Value {
-        let mut data = self.data.clone();
+        self.clone().into_value()
+    }
+
+    /// [`RpcError::to_value`], taking the error apart instead of copying
+    /// its members (a rejection builds its error only to record and send
+    /// it).
+    pub fn into_value(self) -> Value {
+        let mut data = self.data;
         if data.get("retryable").and_then(Value::as_bool).is_some()
             && data.get("retryable").and_then(Value::as_bool) == default_retryable(self.code)
         {
             data.remove("retryable");
         }
-        json!({ "code": self.code, "message": self.message, "data": Value::Object(data) })
+        let mut m = serde_json::Map::new();
+        m.insert("code".into(), Value::from(self.code));
+        m.insert("message".into(), Value::String(self.message));
+        m.insert("data".into(), Value::Object(data));
+        Value::Object(m)
     }
 
     /// Parses an `error` member back (used for answers stored in the log).
@@ -297,6 +308,7 @@ mod tests {
                 "{e}: code in the table"
             );
             assert_eq!(RpcError::from_value(&e.to_value()), Some(e.clone()));
+            assert_eq!(e.to_value(), e.clone().into_value());
         }
     }
 

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::jwrite::J;
 use super::RpcError;
 
 /// A JSON-RPC request id: an integer or a string, kept as sent.
@@ -133,40 +134,47 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
 /// A success response line (with `\n`).
 pub fn response_line(id: &RequestId, result: &Value) -> Vec<u8> {
     debug_assert!(result.is_object());
-    line(&Frame(&[
-        ("id", M::V(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("result", M::V(result)),
-    ]))
+    response_line_j(id, &J::V(result))
+}
+
+/// As [`response_line`], with the result a borrowed tree ([`J`]) written
+/// in place: an answer built from a session's state without copying it.
+pub fn response_line_j(id: &RequestId, result: &J<'_>) -> Vec<u8> {
+    line(&[
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("result", result),
+    ])
 }
 
 /// As [`response_line`], with the result already serialised: the same
 /// bytes as the tree it was written from.
 pub fn response_line_raw(id: &RequestId, result: &serde_json::value::RawValue) -> Vec<u8> {
-    line(&Frame(&[
-        ("id", M::V(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("result", M::R(result)),
-    ]))
+    line(&[
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("result", &J::Raw(result)),
+    ])
 }
 
 /// An error response line (with `\n`).
 pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
-    line(&Frame(&[
-        ("error", M::V(&error.to_value())),
-        ("id", M::V(id)),
-        ("jsonrpc", M::S("2.0")),
-    ]))
+    let error = error.to_value();
+    line(&[
+        ("error", &J::V(&error)),
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+    ])
 }
 
 /// A notification line (with `\n`) carrying `emittedAtMs`.
 pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Vec<u8> {
-    line(&Frame(&[
-        ("emittedAtMs", M::U(emitted_at_ms)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::V(params)),
-    ]))
+    line(&[
+        ("emittedAtMs", &J::U(emitted_at_ms)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::V(params)),
+    ])
 }
 
 /// As [`notification_line`], with params already serialised (an event
@@ -176,22 +184,22 @@ pub fn notification_line_raw(
     params: &serde_json::value::RawValue,
     emitted_at_ms: u64,
 ) -> Vec<u8> {
-    line(&Frame(&[
-        ("emittedAtMs", M::U(emitted_at_ms)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::R(params)),
-    ]))
+    line(&[
+        ("emittedAtMs", &J::U(emitted_at_ms)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::Raw(params)),
+    ])
 }
 
 /// A server-to-client request line (with `\n`).
 pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
-    line(&Frame(&[
-        ("id", M::U(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::V(params)),
-    ]))
+    line(&[
+        ("id", &J::U(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::V(params)),
+    ])
 }
 
 /// As [`server_request_line`], with params already serialised: the same
@@ -201,44 +209,12 @@ pub fn server_request_line_raw(
     method: &str,
     params: &serde_json::value::RawValue,
 ) -> Vec<u8> {
-    line(&Frame(&[
-        ("id", M::U(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::R(params)),
-    ]))
-}
-
-/// A frame's members, serialised in place: the bytes `json!` then
-/// `to_vec` wrote, without first copying every member into a `Value`
-/// tree (a deep copy of each result and event, made and dropped per
-/// frame: issue 10). Members are listed in key order, a `Value` object's
-/// order (serde_json's map is sorted); the unit tests pin the bytes.
-struct Frame<'a>(&'a [(&'a str, M<'a>)]);
-
-/// One member's value.
-enum M<'a> {
-    V(&'a Value),
-    R(&'a serde_json::value::RawValue),
-    S(&'a str),
-    U(u64),
-}
-
-impl serde::Serialize for Frame<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        debug_assert!(self.0.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0 {
-            match v {
-                M::V(v) => m.serialize_entry(k, v)?,
-                M::R(v) => m.serialize_entry(k, v)?,
-                M::S(v) => m.serialize_entry(k, v)?,
-                M::U(v) => m.serialize_entry(k, v)?,
-            }
-        }
-        m.end()
-    }
+    line(&[
+        ("id", &J::U(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::Raw(params)),
+    ])
 }
 
 /// Whether `line` is a notification or server request about session
@@ -250,8 +226,25 @@ pub fn is_view_frame_of(line: &[u8], sid: &str) -> bool {
     v.get("method").is_some() && v["params"]["sessionId"].as_str() == Some(sid)
 }
 
-fn line(v: &impl serde::Serialize) -> Vec<u8> {
-    let mut out = serde_json::to_vec(v).expect("a Value always serialises");
+/// A frame's members written in place (see [`super::jwrite`]): the bytes
+/// `json!` then `to_vec` wrote, without first copying every member into
+/// a `Value` tree (a deep copy of each result and event, made and dropped
+/// per frame: issue 10). Members are listed in key order, a `Value`
+/// object's order (serde_json's map is sorted); the unit tests pin the
+/// bytes.
+fn line(members: &[(&str, &J<'_>)]) -> Vec<u8> {
+    debug_assert!(members.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
+    for (i, (k, v)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        super::jwrite::write_str(&mut out, k);
+        out.push(b':');
+        v.write(&mut out);
+    }
+    out.push(b'}');
     debug_assert!(!out.contains(&b'\n'));
     out.push(b'\n');
     out
@@ -328,6 +321,17 @@ mod tests {
             );
             let raw = serde_json::value::to_raw_value(&params).unwrap();
             assert_eq!(response_line_raw(&id, &raw), response_line(&id, &params));
+            let tree = J::Obj(vec![
+                ("a", J::S("x\"\u{2028}\n")),
+                ("b", J::Raw(&raw)),
+                ("c", J::Arr(vec![J::U(3), J::Null, J::V(&params)])),
+            ]);
+            assert_eq!(
+                response_line_j(&id, &tree),
+                old(
+                    json!({ "jsonrpc": "2.0", "id": id, "result": {"a": "x\"\u{2028}\n", "b": params, "c": [3, null, params]} })
+                )
+            );
             let err = RpcError::invalid_request("bad \"thing\"");
             assert_eq!(
                 error_line(&id, &err),

@@ -150,12 +150,7 @@ fn write_number(out: &mut Vec<u8>, n: &Number) {
 
 /// Appends `s` as a JSON string, escaped as serde_json escapes it.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    // serde_json escapes `"`, `\` and bytes below 0x20, nothing else. The
-    // scan has no early exit so the compiler can vectorise it.
-    let plain = !s.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if plain {
+    if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -163,6 +158,28 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     } else {
         serde_json::to_writer(&mut *out, s).expect("a Vec never fails");
     }
+}
+
+/// Whether serde_json escapes any byte of `b`: `"`, `\` or a byte below
+/// 0x20 (nothing else). Eight bytes at a time: a word has a byte below
+/// `n` (`n` <= 0x80) exactly when `(w - n * L) & !w & H` is non-zero
+/// (the "has less" test); a byte equal to `c` is a byte of `w ^ c * L`
+/// below 1.
+fn needs_escape(b: &[u8]) -> bool {
+    const L: u64 = u64::from_ne_bytes([0x01; 8]);
+    const H: u64 = u64::from_ne_bytes([0x80; 8]);
+    let less = |w: u64, n: u64| w.wrapping_sub(n * L) & !w & H;
+    let mut chunks = b.chunks_exact(8);
+    let mut any = 0;
+    for c in &mut chunks {
+        let w = u64::from_ne_bytes(c.try_into().expect("eight bytes"));
+        any |= less(w, 0x20) | less(w ^ (b'"' as u64 * L), 1) | less(w ^ (b'\\' as u64 * L), 1);
+    }
+    any != 0
+        || chunks
+            .remainder()
+            .iter()
+            .any(|&c| c < 0x20 || c == b'"' || c == b'\\')
 }
 
 fn write_map(out: &mut Vec<u8>, m: &Map<String, Value>) {
@@ -224,6 +241,46 @@ mod tests {
         .collect();
         v.extend((0u8..0x80).map(|b| format!("a{}b", b as char)));
         v
+    }
+
+    /// Every byte value, alone and at every offset of strings longer than
+    /// a word or two (the scan reads eight bytes at a time), next to bytes
+    /// that may carry or borrow (0x00, 0x7f, 0x80+, 0xff in UTF-8).
+    #[test]
+    fn the_escape_scan_finds_every_escaped_byte() {
+        for c in 0u8..=0x7f {
+            let want = c < 0x20 || c == b'"' || c == b'\\';
+            for len in 1..=24 {
+                for fill in [
+                    "a",
+                    "\u{0}",
+                    "\u{7f}",
+                    "\u{e9}",
+                    "\u{10ffff}",
+                    "!",
+                    "#",
+                    "]",
+                ] {
+                    for at in 0..len {
+                        let mut s: Vec<String> = vec![fill.to_string(); len];
+                        s[at] = (c as char).to_string();
+                        let s = s.concat();
+                        let fill_escaped = fill == "\u{0}";
+                        assert_eq!(
+                            needs_escape(s.as_bytes()),
+                            want || fill_escaped && len > 1,
+                            "{s:?}"
+                        );
+                        let mut out = Vec::new();
+                        write_str(&mut out, &s);
+                        assert_eq!(out, serde_json::to_vec(&s).unwrap(), "{s:?}");
+                    }
+                }
+            }
+        }
+        for s in ["", "a", "abcdefgh", "abcdefghi"] {
+            assert!(!needs_escape(s.as_bytes()));
+        }
     }
 
     #[test]

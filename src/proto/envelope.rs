@@ -55,7 +55,166 @@ fn valid_id(v: &Value) -> bool {
 }
 
 /// Parses one line (without its `\n`).
+///
+/// A line that is a JSON object is read member by member ([`Envelope`]):
+/// the members the envelope looks at as values, the others parsed and
+/// dropped, with no tree of the whole line built and taken apart again
+/// (issue 10). Any line that reading does not take (not an object, not
+/// JSON, a member serde_json's `Value` reads specially) goes the way every
+/// line went before, through a `Value`: the same answers and the same
+/// typed errors either way.
 pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
+    let fast = std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Envelope>(text).ok());
+    match fast {
+        Some(env) => env.into_incoming(),
+        None => parse_line_as_value(line),
+    }
+}
+
+/// The members of a JSON-object line the envelope reads (a later member
+/// of the same name replaces an earlier one, as in a `Value` object).
+#[derive(Default)]
+struct Envelope {
+    id: Option<Value>,
+    jsonrpc: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result_or_error: bool,
+}
+
+/// A member name of the top-level object.
+enum Key {
+    Id,
+    Jsonrpc,
+    Method,
+    Params,
+    ResultOrError,
+    Other,
+    /// A name serde_json's `Value` reads as a marker (raw value, number):
+    /// such a line is left to [`parse_line_as_value`].
+    Marker,
+}
+
+impl Key {
+    fn of(name: &str) -> Key {
+        match name {
+            "id" => Key::Id,
+            "jsonrpc" => Key::Jsonrpc,
+            "method" => Key::Method,
+            "params" => Key::Params,
+            "result" | "error" => Key::ResultOrError,
+            n if n.starts_with("$serde_json::private::") => Key::Marker,
+            _ => Key::Other,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key, E> {
+                Ok(Key::of(name))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Envelope, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Envelope, A::Error> {
+                use serde::de::Error;
+                let mut env = Envelope::default();
+                while let Some(key) = m.next_key::<Key>()? {
+                    // Every member is read as a `Value`, as a `Value`
+                    // object's would be (the same nesting limit).
+                    let value: Value = m.next_value()?;
+                    match key {
+                        Key::Id => env.id = Some(value),
+                        Key::Jsonrpc => env.jsonrpc = Some(value),
+                        Key::Method => env.method = Some(value),
+                        Key::Params => env.params = Some(value),
+                        Key::ResultOrError => env.result_or_error = true,
+                        Key::Other => {}
+                        Key::Marker => return Err(A::Error::custom("a marker member")),
+                    }
+                }
+                Ok(env)
+            }
+        }
+        // Anything but an object is a type error here (then read as a `Value`).
+        d.deserialize_any(V)
+    }
+}
+
+impl Envelope {
+    /// The rules of [`parse_line_as_value`] for an object, member by member.
+    fn into_incoming(self) -> Result<Incoming, EnvelopeError> {
+        let fail = |id: Value, error: RpcError| Err(EnvelopeError { id, error });
+        let id = self.id;
+        if let Some(id) = &id {
+            if !valid_id(id) {
+                return fail(
+                    Value::Null,
+                    RpcError::invalid_request("request id must be a string or integer"),
+                );
+            }
+        }
+        let reply_id = id.clone().unwrap_or(Value::Null);
+        if !matches!(&self.jsonrpc, Some(Value::String(v)) if v == "2.0") {
+            return fail(
+                reply_id,
+                RpcError::invalid_request("jsonrpc must be \"2.0\""),
+            );
+        }
+        match self.method {
+            Some(Value::String(method)) => {
+                let params = match self.params {
+                    None => Map::new(),
+                    Some(Value::Object(p)) => p,
+                    Some(_) => {
+                        return fail(
+                            reply_id,
+                            RpcError::invalid_params("params", "params must be an object"),
+                        )
+                    }
+                };
+                match id {
+                    Some(id) => Ok(Incoming::Request { id, method, params }),
+                    None => Ok(Incoming::Notification { method }),
+                }
+            }
+            Some(_) => fail(
+                reply_id,
+                RpcError::invalid_request("method must be a string"),
+            ),
+            None => match id {
+                Some(id) if self.result_or_error => Ok(Incoming::Response { id }),
+                _ => fail(reply_id, RpcError::invalid_request("not a request")),
+            },
+        }
+    }
+}
+
+/// [`parse_line`] through a `Value` of the whole line: the reference, and
+/// the way of every line the member-by-member reading does not take.
+fn parse_line_as_value(line: &[u8]) -> Result<Incoming, EnvelopeError> {
     let fail = |id: Value, error: RpcError| Err(EnvelopeError { id, error });
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
@@ -289,6 +448,119 @@ mod tests {
         assert_eq!((e.error.code, e.id), (-32600, json!(7)));
         let e = err(r#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#);
         assert_eq!((e.error.code, e.id), (-32602, json!("a")));
+    }
+
+    /// Lines read member by member get what the reading through a `Value`
+    /// gives them, answers and errors alike.
+    #[test]
+    fn member_reading_is_the_value_reading() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let mut lines: Vec<String> = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1}}"#,
+            r#"{"jsonrpc":"2.0","method":"initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"r","error":{"code":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":-5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":2.0,"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0 ","id":1,"method":"x"}"#,
+            r#"{"id":1,"method":"x"}"#,
+            r#"{}"#,
+            r#"  { "jsonrpc" : "2.0" , "id" : 1 , "method" : "x" }  "#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","id":null}"#,
+            r#"{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":"y","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1},"params":{"b":2}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","extra":{"deep":[1,2,{"z":null}]}}"#,
+            r#"{"jsonrpc":"2.0","\u0069d":1,"m\u0065thod":"x\n\u2028"}"#,
+            r#"{"$serde_json::private::RawValue":"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}"}"#,
+            r#"{"$serde_json::private::RawValue":"3"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","$serde_json::private::RawValue":"3"}"#,
+            r#"{"$serde_json::private::Number":"3"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","f":1e400}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x"} x"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x""#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x",}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"\ud800"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a	b"}"#,
+            "[]",
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}]",
+            "3",
+            "\"s\"",
+            "null",
+            "",
+            "not json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for n in [126, 127, 128, 129, 100_000] {
+            lines.push(deep(n));
+            lines.push(format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"x","extra":{}}}"#,
+                deep(n)
+            ));
+            lines.push(format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{}}}}}"#,
+                deep(n)
+            ));
+        }
+        let mut bytes: Vec<Vec<u8>> = lines.into_iter().map(String::into_bytes).collect();
+        bytes.push(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}".to_vec());
+        bytes.push(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\xff".to_vec());
+        for line in bytes {
+            assert_eq!(
+                parse_line(&line),
+                parse_line_as_value(&line),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Objects of any members named like the envelope's (and others),
+        /// in any order, repeated, of any JSON type.
+        #[test]
+        fn any_object_line_reads_as_its_value(
+            members in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "id", "jsonrpc", "method", "params", "result", "error", "x", "",
+                    ]),
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(json!(null)),
+                        proptest::strategy::Just(json!("2.0")),
+                        proptest::strategy::Just(json!("x/y")),
+                        proptest::strategy::Just(json!(7)),
+                        proptest::strategy::Just(json!(-7)),
+                        proptest::strategy::Just(json!(7.5)),
+                        proptest::strategy::Just(json!(true)),
+                        proptest::strategy::Just(json!([1, "a"])),
+                        proptest::strategy::Just(json!({"sessionId": "s", "n": 1})),
+                        proptest::strategy::Just(json!({})),
+                    ],
+                ),
+                0..8,
+            )
+        ) {
+            let body: Vec<String> = members
+                .iter()
+                .map(|(k, v)| format!("{}:{}", json!(k), v))
+                .collect();
+            let line = format!("{{{}}}", body.join(","));
+            proptest::prop_assert_eq!(
+                parse_line(line.as_bytes()),
+                parse_line_as_value(line.as_bytes())
+            );
+        }
     }
 
     #[test]

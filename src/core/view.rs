@@ -10,6 +10,7 @@ use super::record::{decode_archived, decode_log, LogCorrupt, Record};
 use super::session::{Session, StoredEvent};
 use super::{ConnId, HistoryResult, LogBytes, ReadResult};
 use crate::proto::envelope::{self, RequestId};
+use crate::proto::jwrite::{opt_str, J};
 use crate::proto::params::{Parsed, Read};
 use crate::proto::RpcError;
 
@@ -44,8 +45,17 @@ pub fn iso8601(unix_ms: u64) -> String {
 /// every `session/start` answer says `startup`, every `session/resume`
 /// answer `replay`).
 pub fn approval_mode(s: &Session) -> Value {
+    approval_mode_j(s).into_value()
+}
+
+/// [`approval_mode`], borrowed for writing in place.
+fn approval_mode_j(s: &Session) -> J<'static> {
     let source = if s.resumed { "replay" } else { "startup" };
-    json!({"mode": "promptUnmatched", "source": source, "lastCommandId": null})
+    J::Obj(vec![
+        ("lastCommandId", J::Null),
+        ("mode", J::S("promptUnmatched")),
+        ("source", J::S(source)),
+    ])
 }
 
 /// Marks a `session/resume` answer built before its own intake was folded:
@@ -63,29 +73,34 @@ pub fn as_resumed(result: &mut Value) {
 
 /// The `Session` object.
 pub fn session_value(s: &Session, status: &str, path: &str) -> Value {
-    json!({
-        "sessionId": s.id,
-        "status": status,
-        "turnCount": s.turn_count,
-        "path": path,
-        "createdAt": iso8601(s.created_at_ms),
-        "updatedAt": iso8601(s.updated_at_ms),
-        "workspaceRoot": s.workspace_root,
-        "providerId": "msp",
-        "modelId": "scripted",
-        "approvalMode": approval_mode(s),
-        "forkedFrom": null,
-        "activeTurnId": s.running,
-    })
+    session_j(s, status, path).into_value()
 }
 
-fn turn_ref(s: &Session, turn_id: &str) -> Value {
-    let command_id = s
-        .turns
-        .get(turn_id)
-        .map(|t| t.command_id.clone())
-        .unwrap_or_default();
-    json!({"turnId": turn_id, "commandId": command_id})
+/// [`session_value`] as a borrowed tree, written in place into an answer
+/// (issue 10). Members in serde_json's (sorted) key order.
+fn session_j<'a>(s: &'a Session, status: &'a str, path: &'a str) -> J<'a> {
+    J::Obj(vec![
+        ("activeTurnId", opt_str(s.running.as_deref())),
+        ("approvalMode", approval_mode_j(s)),
+        ("createdAt", J::Str(iso8601(s.created_at_ms))),
+        ("forkedFrom", J::Null),
+        ("modelId", J::S("scripted")),
+        ("path", J::S(path)),
+        ("providerId", J::S("msp")),
+        ("sessionId", J::S(&s.id)),
+        ("status", J::S(status)),
+        ("turnCount", J::U(s.turn_count)),
+        ("updatedAt", J::Str(iso8601(s.updated_at_ms))),
+        ("workspaceRoot", opt_str(s.workspace_root.as_deref())),
+    ])
+}
+
+fn turn_ref<'a>(s: &'a Session, turn_id: &'a str) -> J<'a> {
+    let command_id = s.turns.get(turn_id).map_or("", |t| t.command_id.as_str());
+    J::Obj(vec![
+        ("commandId", J::S(command_id)),
+        ("turnId", J::S(turn_id)),
+    ])
 }
 
 /// An object of `members`, moved in. `json!` copies every member given
@@ -102,60 +117,126 @@ pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
     )
 }
 
-/// `v`'s members `members` set to the given values (replacing what was
-/// there): how a `json!` skeleton gets its large members without copies.
-fn with<const N: usize>(mut v: Value, members: [(&str, Value); N]) -> Value {
-    let o = v.as_object_mut().expect("an object");
-    for (k, m) in members {
-        o.insert(k.to_string(), m);
-    }
-    v
-}
-
 /// The `ViewSnapshot` at the session's durable head.
 pub fn snapshot_value(s: &Session) -> Value {
-    let mut v = json!({
-        "schemaVersion": 1,
-        "viewCursor": s.cursor(s.head_n()),
-        "state": {
-            "items": null,
-            "activeTurn": s.running.as_deref().map(|t| turn_ref(s, t)),
-            "queuedTurns": s.queue.iter().map(|t| turn_ref(s, t)).collect::<Vec<_>>(),
-            "pendingApprovals": s.pending_approvals().iter().map(|a| json!({
-                "approvalId": a.params["approvalId"], "itemId": a.item_id, "viewCursor": a.cursor,
-            })).collect::<Vec<_>>(),
-            "pendingUserInputs": [],
-            "approvalMode": approval_mode(s),
-            "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
-            "goal": null,
-            "todoList": null,
-            "branch": null,
-            // Public `CumulativeTokenUsage`; the scripted agent counts none.
-            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
-            "turnCount": s.turn_count,
-            "pendingCommands": s.pending_commands(),
-            "revision": s.revision,
-            "kv": null,
-        }
-    });
-    v["state"] = with(
-        v["state"].take(),
-        [
-            ("items", Value::Array(s.items.iter().cloned().collect())),
-            ("kv", Value::Object(s.kv.clone())),
-        ],
-    );
-    v
+    snapshot_j(s).into_value()
+}
+
+/// [`snapshot_value`] as a borrowed tree: the session's items and `kv`
+/// are written from where they are, not deep-copied into an answer tree
+/// then dropped (issue 10). Members in serde_json's (sorted) key order.
+fn snapshot_j(s: &Session) -> J<'_> {
+    let pending_approvals = s
+        .pending_approvals()
+        .into_iter()
+        .map(|a| {
+            J::Obj(vec![
+                ("approvalId", J::V(&a.params["approvalId"])),
+                ("itemId", J::S(&a.item_id)),
+                ("viewCursor", J::S(&a.cursor)),
+            ])
+        })
+        .collect();
+    let state = J::Obj(vec![
+        (
+            "activeTurn",
+            s.running.as_deref().map_or(J::Null, |t| turn_ref(s, t)),
+        ),
+        ("approvalMode", approval_mode_j(s)),
+        ("branch", J::Null),
+        (
+            "effectiveModel",
+            J::Obj(vec![
+                ("modelId", J::S("scripted")),
+                ("providerId", J::S("msp")),
+                ("source", J::S("default")),
+            ]),
+        ),
+        ("goal", J::Null),
+        ("items", J::Arr(s.items.iter().map(J::V).collect())),
+        ("kv", J::Map(&s.kv)),
+        ("pendingApprovals", J::Arr(pending_approvals)),
+        (
+            "pendingCommands",
+            J::Arr(s.pending_commands().into_iter().map(J::Val).collect()),
+        ),
+        ("pendingUserInputs", J::Arr(Vec::new())),
+        (
+            "queuedTurns",
+            J::Arr(s.queue.iter().map(|t| turn_ref(s, t)).collect()),
+        ),
+        ("revision", J::U(s.revision)),
+        ("todoList", J::Null),
+        // Public `CumulativeTokenUsage`; the scripted agent counts none.
+        (
+            "tokenUsage",
+            J::Obj(vec![
+                ("outputTokens", J::U(0)),
+                ("promptTokens", J::U(0)),
+                ("totalTokens", J::U(0)),
+            ]),
+        ),
+        ("turnCount", J::U(s.turn_count)),
+    ]);
+    J::Obj(vec![
+        ("schemaVersion", J::U(1)),
+        ("state", state),
+        ("viewCursor", J::Str(s.cursor(s.head_n()))),
+    ])
 }
 
 /// `pendingRequests`: pending approvals as pointers.
 pub fn pending_requests_value(s: &Session) -> Value {
-    Value::Array(
+    pending_requests_j(s).into_value()
+}
+
+fn pending_requests_j(s: &Session) -> J<'_> {
+    J::Arr(
         s.pending_approvals()
-            .iter()
-            .map(|a| json!({"kind": "approval", "approvalId": a.params["approvalId"], "viewCursor": a.cursor}))
+            .into_iter()
+            .map(|a| {
+                J::Obj(vec![
+                    ("approvalId", J::V(&a.params["approvalId"])),
+                    ("kind", J::S("approval")),
+                    ("viewCursor", J::S(&a.cursor)),
+                ])
+            })
             .collect(),
     )
+}
+
+/// A `session/read` answer: the session, its snapshot and pending
+/// requests, borrowed from the session.
+fn session_read_j<'a>(s: &'a Session, status: &'a str, path: &'a str) -> J<'a> {
+    J::Obj(vec![
+        (
+            "history",
+            J::Obj(vec![
+                ("items", J::Null),
+                ("mode", J::S("snapshot")),
+                ("snapshot", snapshot_j(s)),
+            ]),
+        ),
+        ("pendingRequests", pending_requests_j(s)),
+        ("session", session_j(s, status, path)),
+        ("viewCursor", J::Str(s.cursor(s.head_n()))),
+    ])
+}
+
+/// An `approval/listPending` answer.
+fn list_pending_j(s: &Session) -> J<'_> {
+    J::Obj(vec![
+        (
+            "approvals",
+            J::Arr(
+                s.pending_approvals()
+                    .into_iter()
+                    .map(|a| J::V(&a.params))
+                    .collect(),
+            ),
+        ),
+        ("userInputs", J::Arr(Vec::new())),
+    ])
 }
 
 /// The logical archive range holding archived events `from_n..=to_n`.
@@ -259,26 +340,27 @@ fn page_plan(
 
 /// Unframed page events (`{method, params}`) of a session whose events
 /// are all in memory, or in memory and in `archived` (read for the page).
-fn page_value(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEvent]) -> Value {
-    let events: Vec<Value> = ns
+/// Each event's params are written from the text they are kept as (the
+/// bytes of the tree they were written from), not parsed back into a
+/// tree and written again (issue 10).
+fn page_j<'a>(s: &'a Session, ns: &[u64], next: Option<u64>, archived: &'a [StoredEvent]) -> J<'a> {
+    let events: Vec<J<'a>> = ns
         .iter()
         .filter_map(|n| {
             s.event(*n)
                 .or_else(|| archived.iter().find(|e| e.n == *n))
                 .map(|e| {
-                    // Built, not `json!`: that copies `params` through a
-                    // serialiser, member by member (issue 10).
-                    let mut m = serde_json::Map::new();
-                    m.insert("method".into(), Value::String(e.method.clone()));
-                    m.insert("params".into(), e.params.to_value());
-                    Value::Object(m)
+                    J::Obj(vec![
+                        ("method", J::S(&e.method)),
+                        ("params", J::Raw(e.params.raw())),
+                    ])
                 })
         })
         .collect();
     debug_assert_eq!(events.len(), ns.len(), "every event of the page is at hand");
-    object([
-        ("events", Value::Array(events)),
-        ("nextCursor", json!(next.map(|n| s.cursor(n)))),
+    J::Obj(vec![
+        ("events", J::Arr(events)),
+        ("nextCursor", next.map_or(J::Null, |n| J::Str(s.cursor(n)))),
     ])
 }
 
@@ -464,7 +546,7 @@ impl Host {
             return Flow::Done;
         }
         let path = self.log_path(&sid);
-        let result = match r {
+        let line = match r {
             Read::Subscribe { after, .. } => {
                 let after_n = match after.as_deref().map(|a| s.parse_cursor(a)) {
                     Some(None) => {
@@ -502,34 +584,16 @@ impl Host {
                     other => other.flatten(),
                 };
                 let (ns, next) = page_plan(s.head_n(), limit, after, backward);
-                page_value(&s, &ns, next, &[])
+                envelope::response_line_j(id, &page_j(&s, &ns, next, &[]))
             }
-            Read::SessionRead { .. } => object([
-                ("session", session_value(&s, "notLoaded", &path)),
-                ("viewCursor", Value::String(s.cursor(s.head_n()))),
-                (
-                    "history",
-                    object([
-                        ("mode", json!("snapshot")),
-                        ("items", Value::Null),
-                        ("snapshot", snapshot_value(&s)),
-                    ]),
-                ),
-                ("pendingRequests", pending_requests_value(&s)),
-            ]),
-            Read::ListPending { .. } => object([
-                (
-                    "approvals",
-                    s.pending_approvals()
-                        .iter()
-                        .map(|a| a.params.clone())
-                        .collect(),
-                ),
-                ("userInputs", json!([])),
-            ]),
+            Read::SessionRead { .. } => {
+                envelope::response_line_j(id, &session_read_j(&s, "notLoaded", &path))
+            }
+            Read::ListPending { .. } => envelope::response_line_j(id, &list_pending_j(&s)),
             Read::Unsubscribe { .. } => unreachable!("handled above"),
         };
-        self.respond(conn, id, &super::record::Answer::Result(result), None);
+        // What `respond` does with an answer tree, the line written in place.
+        self.enqueue(conn, line, None, Some(id.clone()));
         Flow::Done
     }
 
@@ -617,39 +681,24 @@ impl Host {
                     }
                 }
                 let l = self.loaded(sid).expect("loaded");
-                let v = page_value(&l.s, &ns, next, &got);
-                self.respond(conn, id, &answer(v), None);
+                let line = envelope::response_line_j(id, &page_j(&l.s, &ns, next, &got));
+                self.enqueue(conn, line, None, Some(id.clone()));
             }
             Read::SessionRead { .. } => {
-                let v = object([
-                    ("session", self.session_json(sid)),
-                    ("viewCursor", Value::String(l.s.cursor(l.s.head_n()))),
-                    (
-                        "history",
-                        object([
-                            ("mode", json!("snapshot")),
-                            ("items", Value::Null),
-                            ("snapshot", snapshot_value(&l.s)),
-                        ]),
-                    ),
-                    ("pendingRequests", pending_requests_value(&l.s)),
-                ]);
+                let status = if l.s.running.is_some() {
+                    "running"
+                } else {
+                    "idle"
+                };
+                let path = self.log_path(sid);
+                let line = envelope::response_line_j(id, &session_read_j(&l.s, status, &path));
                 let gate = self.gate_now(sid);
-                self.respond(conn, id, &answer(v), gate);
+                self.enqueue(conn, line, gate, Some(id.clone()));
             }
             Read::ListPending { .. } => {
-                let v = object([
-                    (
-                        "approvals",
-                        l.s.pending_approvals()
-                            .iter()
-                            .map(|a| a.params.clone())
-                            .collect(),
-                    ),
-                    ("userInputs", json!([])),
-                ]);
+                let line = envelope::response_line_j(id, &list_pending_j(&l.s));
                 let gate = self.gate_now(sid);
-                self.respond(conn, id, &answer(v), gate);
+                self.enqueue(conn, line, gate, Some(id.clone()));
             }
             Read::Unsubscribe { .. } => unreachable!("handled by the caller"),
         }
@@ -666,5 +715,232 @@ mod tests {
         assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso8601(1_754_590_931_412), "2025-08-07T18:22:11.412Z");
         assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    /// The answers as they were built before they were written in place:
+    /// `json!` trees, serialised by serde_json (the reference bytes).
+    mod reference {
+        use super::super::*;
+
+        pub fn approval_mode(s: &Session) -> Value {
+            let source = if s.resumed { "replay" } else { "startup" };
+            json!({"mode": "promptUnmatched", "source": source, "lastCommandId": null})
+        }
+
+        pub fn session_value(s: &Session, status: &str, path: &str) -> Value {
+            json!({
+                "sessionId": s.id,
+                "status": status,
+                "turnCount": s.turn_count,
+                "path": path,
+                "createdAt": iso8601(s.created_at_ms),
+                "updatedAt": iso8601(s.updated_at_ms),
+                "workspaceRoot": s.workspace_root,
+                "providerId": "msp",
+                "modelId": "scripted",
+                "approvalMode": approval_mode(s),
+                "forkedFrom": null,
+                "activeTurnId": s.running,
+            })
+        }
+
+        fn turn_ref(s: &Session, turn_id: &str) -> Value {
+            let command_id = s
+                .turns
+                .get(turn_id)
+                .map(|t| t.command_id.clone())
+                .unwrap_or_default();
+            json!({"turnId": turn_id, "commandId": command_id})
+        }
+
+        pub fn snapshot_value(s: &Session) -> Value {
+            json!({
+                "schemaVersion": 1,
+                "viewCursor": s.cursor(s.head_n()),
+                "state": {
+                    "items": s.items.iter().cloned().collect::<Vec<_>>(),
+                    "activeTurn": s.running.as_deref().map(|t| turn_ref(s, t)),
+                    "queuedTurns": s.queue.iter().map(|t| turn_ref(s, t)).collect::<Vec<_>>(),
+                    "pendingApprovals": s.pending_approvals().iter().map(|a| json!({
+                        "approvalId": a.params["approvalId"], "itemId": a.item_id, "viewCursor": a.cursor,
+                    })).collect::<Vec<_>>(),
+                    "pendingUserInputs": [],
+                    "approvalMode": approval_mode(s),
+                    "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
+                    "goal": null,
+                    "todoList": null,
+                    "branch": null,
+                    "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
+                    "turnCount": s.turn_count,
+                    "pendingCommands": s.pending_commands(),
+                    "revision": s.revision,
+                    "kv": s.kv,
+                }
+            })
+        }
+
+        pub fn pending_requests_value(s: &Session) -> Value {
+            Value::Array(
+                s.pending_approvals()
+                    .iter()
+                    .map(|a| json!({"kind": "approval", "approvalId": a.params["approvalId"], "viewCursor": a.cursor}))
+                    .collect(),
+            )
+        }
+
+        pub fn session_read(s: &Session, status: &str, path: &str) -> Value {
+            json!({
+                "session": session_value(s, status, path),
+                "viewCursor": s.cursor(s.head_n()),
+                "history": {"mode": "snapshot", "items": null, "snapshot": snapshot_value(s)},
+                "pendingRequests": pending_requests_value(s),
+            })
+        }
+
+        pub fn list_pending(s: &Session) -> Value {
+            json!({
+                "approvals": s.pending_approvals().iter().map(|a| a.params.clone()).collect::<Vec<_>>(),
+                "userInputs": [],
+            })
+        }
+
+        pub fn page(s: &Session, ns: &[u64], next: Option<u64>, archived: &[StoredEvent]) -> Value {
+            let events: Vec<Value> = ns
+                .iter()
+                .filter_map(|n| {
+                    s.event(*n)
+                        .or_else(|| archived.iter().find(|e| e.n == *n))
+                        .map(|e| json!({"method": e.method, "params": e.params.to_value()}))
+                })
+                .collect();
+            json!({"events": events, "nextCursor": next.map(|n| s.cursor(n))})
+        }
+    }
+
+    const AWKWARD: [&str; 6] = [
+        "plain",
+        "q\"uote",
+        "back\\slash",
+        "ctl\u{0}\u{1f}\n\t\r\u{8}\u{c}",
+        "uni caf\u{e9} \u{1f600} \u{2028}\u{2029}",
+        "",
+    ];
+
+    /// Sessions with every member of a snapshot filled, strings needing
+    /// every kind of escape, numbers of every kind, nesting and emptiness.
+    fn sessions() -> Vec<Session> {
+        let mut out = vec![Session::default()];
+        for (i, w) in AWKWARD.iter().enumerate() {
+            let mut s = Session {
+                id: format!("sess-{w}"),
+                created_at_ms: 1_754_590_931_412 + i as u64,
+                updated_at_ms: 1_754_590_999_000 * i as u64,
+                workspace_root: (i % 2 == 0).then(|| format!("/w/{w}")),
+                turn_count: i as u64 * 7,
+                resumed: i % 2 == 1,
+                revision: u64::MAX - i as u64,
+                running: (i % 3 != 0).then(|| format!("t-run-{w}")),
+                ..Session::default()
+            };
+            s.queue.push_back(format!("t-q-{w}"));
+            s.queue.push_back("t-unknown".into());
+            for t in [format!("t-run-{w}"), format!("t-q-{w}")] {
+                s.turns.insert(
+                    t.clone(),
+                    super::super::session::TurnRec {
+                        command_id: format!("cmd-{t}-{w}"),
+                        status: super::super::session::TurnStatus::Queued,
+                        text: w.to_string(),
+                        started: false,
+                        failure: None,
+                    },
+                );
+            }
+            s.items
+                .push_back(json!({"id": w, "n": [1, -2, 2.5, 1e300, u64::MAX, i64::MIN]}));
+            s.items
+                .push_back(json!({"nested": {"z": {}, "a": [], "m": [[{}]]}, "t": w}));
+            s.items.push_back(json!(null));
+            s.kv.insert(w.to_string(), json!({"v": w, "f": -0.0, "b": true}));
+            s.kv.insert("empty".into(), json!({}));
+            for (k, cursor) in [(0, "v:x:10.2"), (1, "v:x:3"), (2, "v:x:10")] {
+                s.approvals.insert(
+                    format!("ap-{k}"),
+                    super::super::session::ApprovalRec {
+                        params: json!({"approvalId": format!("ap-{k}{w}"), "sessionId": s.id, "x": {"y": w}}),
+                        cursor: cursor.into(),
+                        turn_id: "t".into(),
+                        item_id: format!("it-{w}"),
+                        resolution: (k == 1 && i == 2).then(|| json!({})),
+                        decision: None,
+                    },
+                );
+            }
+            out.push(s);
+        }
+        out
+    }
+
+    fn bytes(v: &Value) -> Vec<u8> {
+        serde_json::to_vec(v).unwrap()
+    }
+
+    #[test]
+    fn answers_written_in_place_are_the_trees_bytes() {
+        for s in sessions() {
+            for status in ["idle", "running", "notLoaded"] {
+                let path = "/data/sessions/x\"y.log";
+                let want = reference::session_value(&s, status, path);
+                assert_eq!(session_j(&s, status, path).to_vec(), bytes(&want));
+                assert_eq!(session_value(&s, status, path), want);
+                let want = reference::session_read(&s, status, path);
+                assert_eq!(session_read_j(&s, status, path).to_vec(), bytes(&want));
+            }
+            let want = reference::snapshot_value(&s);
+            assert_eq!(snapshot_j(&s).to_vec(), bytes(&want));
+            assert_eq!(snapshot_value(&s), want);
+            let want = reference::pending_requests_value(&s);
+            assert_eq!(pending_requests_j(&s).to_vec(), bytes(&want));
+            assert_eq!(pending_requests_value(&s), want);
+            assert_eq!(approval_mode(&s), reference::approval_mode(&s));
+            let want = reference::list_pending(&s);
+            assert_eq!(list_pending_j(&s).to_vec(), bytes(&want));
+        }
+    }
+
+    #[test]
+    fn pages_written_in_place_are_the_trees_bytes() {
+        let mut s = Session {
+            id: "p\"age".into(),
+            ..Session::default()
+        };
+        let mut archived = Vec::new();
+        for n in 1..=6u64 {
+            let w = AWKWARD[n as usize % AWKWARD.len()];
+            let e = StoredEvent {
+                n,
+                method: format!("item/{w}"),
+                params: super::super::session::EventParams::of(
+                    &json!({"sessionId": s.id, "n": n, "f": 0.1 * n as f64, "w": w, "o": {}}),
+                ),
+                emitted_at_ms: n,
+                durable_at: n * 10,
+            };
+            s.event_starts.push_back(n * 10);
+            if n <= 2 {
+                archived.push(e);
+            } else {
+                s.events.push_back(e);
+            }
+        }
+        for (ns, next) in [
+            (vec![], None),
+            (vec![1, 2, 3], Some(3)),
+            (vec![3, 4, 5, 6], None),
+            (vec![2, 6], Some(1)),
+        ] {
+            let want = reference::page(&s, &ns, next, &archived);
+            assert_eq!(page_j(&s, &ns, next, &archived).to_vec(), bytes(&want));
+        }
     }
 }

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::jwrite::J;
 use super::RpcError;
 
 /// A JSON-RPC request id: an integer or a string, kept as sent.
@@ -54,7 +55,166 @@ fn valid_id(v: &Value) -> bool {
 }
 
 /// Parses one line (without its `\n`).
+///
+/// A line that is a JSON object is read member by member ([`Envelope`]):
+/// the members the envelope looks at as values, the others parsed and
+/// dropped, with no tree of the whole line built and taken apart again
+/// (issue 10). Any line that reading does not take (not an object, not
+/// JSON, a member serde_json's `Value` reads specially) goes the way every
+/// line went before, through a `Value`: the same answers and the same
+/// typed errors either way.
 pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
+    let fast = std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Envelope>(text).ok());
+    match fast {
+        Some(env) => env.into_incoming(),
+        None => parse_line_as_value(line),
+    }
+}
+
+/// The members of a JSON-object line the envelope reads (a later member
+/// of the same name replaces an earlier one, as in a `Value` object).
+#[derive(Default)]
+struct Envelope {
+    id: Option<Value>,
+    jsonrpc: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result_or_error: bool,
+}
+
+/// A member name of the top-level object.
+enum Key {
+    Id,
+    Jsonrpc,
+    Method,
+    Params,
+    ResultOrError,
+    Other,
+    /// A name serde_json's `Value` reads as a marker (raw value, number):
+    /// such a line is left to [`parse_line_as_value`].
+    Marker,
+}
+
+impl Key {
+    fn of(name: &str) -> Key {
+        match name {
+            "id" => Key::Id,
+            "jsonrpc" => Key::Jsonrpc,
+            "method" => Key::Method,
+            "params" => Key::Params,
+            "result" | "error" => Key::ResultOrError,
+            n if n.starts_with("$serde_json::private::") => Key::Marker,
+            _ => Key::Other,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key, E> {
+                Ok(Key::of(name))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Envelope, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Envelope, A::Error> {
+                use serde::de::Error;
+                let mut env = Envelope::default();
+                while let Some(key) = m.next_key::<Key>()? {
+                    // Every member is read as a `Value`, as a `Value`
+                    // object's would be (the same nesting limit).
+                    let value: Value = m.next_value()?;
+                    match key {
+                        Key::Id => env.id = Some(value),
+                        Key::Jsonrpc => env.jsonrpc = Some(value),
+                        Key::Method => env.method = Some(value),
+                        Key::Params => env.params = Some(value),
+                        Key::ResultOrError => env.result_or_error = true,
+                        Key::Other => {}
+                        Key::Marker => return Err(A::Error::custom("a marker member")),
+                    }
+                }
+                Ok(env)
+            }
+        }
+        // Anything but an object is a type error here (then read as a `Value`).
+        d.deserialize_any(V)
+    }
+}
+
+impl Envelope {
+    /// The rules of [`parse_line_as_value`] for an object, member by member.
+    fn into_incoming(self) -> Result<Incoming, EnvelopeError> {
+        let fail = |id: Value, error: RpcError| Err(EnvelopeError { id, error });
+        let id = self.id;
+        if let Some(id) = &id {
+            if !valid_id(id) {
+                return fail(
+                    Value::Null,
+                    RpcError::invalid_request("request id must be a string or integer"),
+                );
+            }
+        }
+        let reply_id = id.clone().unwrap_or(Value::Null);
+        if !matches!(&self.jsonrpc, Some(Value::String(v)) if v == "2.0") {
+            return fail(
+                reply_id,
+                RpcError::invalid_request("jsonrpc must be \"2.0\""),
+            );
+        }
+        match self.method {
+            Some(Value::String(method)) => {
+                let params = match self.params {
+                    None => Map::new(),
+                    Some(Value::Object(p)) => p,
+                    Some(_) => {
+                        return fail(
+                            reply_id,
+                            RpcError::invalid_params("params", "params must be an object"),
+                        )
+                    }
+                };
+                match id {
+                    Some(id) => Ok(Incoming::Request { id, method, params }),
+                    None => Ok(Incoming::Notification { method }),
+                }
+            }
+            Some(_) => fail(
+                reply_id,
+                RpcError::invalid_request("method must be a string"),
+            ),
+            None => match id {
+                Some(id) if self.result_or_error => Ok(Incoming::Response { id }),
+                _ => fail(reply_id, RpcError::invalid_request("not a request")),
+            },
+        }
+    }
+}
+
+/// [`parse_line`] through a `Value` of the whole line: the reference, and
+/// the way of every line the member-by-member reading does not take.
+fn parse_line_as_value(line: &[u8]) -> Result<Incoming, EnvelopeError> {
     let fail = |id: Value, error: RpcError| Err(EnvelopeError { id, error });
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
@@ -133,40 +293,47 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, EnvelopeError> {
 /// A success response line (with `\n`).
 pub fn response_line(id: &RequestId, result: &Value) -> Vec<u8> {
     debug_assert!(result.is_object());
-    line(&Frame(&[
-        ("id", M::V(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("result", M::V(result)),
-    ]))
+    response_line_j(id, &J::V(result))
+}
+
+/// As [`response_line`], with the result a borrowed tree ([`J`]) written
+/// in place: an answer built from a session's state without copying it.
+pub fn response_line_j(id: &RequestId, result: &J<'_>) -> Vec<u8> {
+    line(&[
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("result", result),
+    ])
 }
 
 /// As [`response_line`], with the result already serialised: the same
 /// bytes as the tree it was written from.
 pub fn response_line_raw(id: &RequestId, result: &serde_json::value::RawValue) -> Vec<u8> {
-    line(&Frame(&[
-        ("id", M::V(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("result", M::R(result)),
-    ]))
+    line(&[
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("result", &J::Raw(result)),
+    ])
 }
 
 /// An error response line (with `\n`).
 pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
-    line(&Frame(&[
-        ("error", M::V(&error.to_value())),
-        ("id", M::V(id)),
-        ("jsonrpc", M::S("2.0")),
-    ]))
+    let error = error.to_value();
+    line(&[
+        ("error", &J::V(&error)),
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+    ])
 }
 
 /// A notification line (with `\n`) carrying `emittedAtMs`.
 pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Vec<u8> {
-    line(&Frame(&[
-        ("emittedAtMs", M::U(emitted_at_ms)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::V(params)),
-    ]))
+    line(&[
+        ("emittedAtMs", &J::U(emitted_at_ms)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::V(params)),
+    ])
 }
 
 /// As [`notification_line`], with params already serialised (an event
@@ -176,22 +343,22 @@ pub fn notification_line_raw(
     params: &serde_json::value::RawValue,
     emitted_at_ms: u64,
 ) -> Vec<u8> {
-    line(&Frame(&[
-        ("emittedAtMs", M::U(emitted_at_ms)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::R(params)),
-    ]))
+    line(&[
+        ("emittedAtMs", &J::U(emitted_at_ms)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::Raw(params)),
+    ])
 }
 
 /// A server-to-client request line (with `\n`).
 pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
-    line(&Frame(&[
-        ("id", M::U(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::V(params)),
-    ]))
+    line(&[
+        ("id", &J::U(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::V(params)),
+    ])
 }
 
 /// As [`server_request_line`], with params already serialised: the same
@@ -201,44 +368,12 @@ pub fn server_request_line_raw(
     method: &str,
     params: &serde_json::value::RawValue,
 ) -> Vec<u8> {
-    line(&Frame(&[
-        ("id", M::U(id)),
-        ("jsonrpc", M::S("2.0")),
-        ("method", M::S(method)),
-        ("params", M::R(params)),
-    ]))
-}
-
-/// A frame's members, serialised in place: the bytes `json!` then
-/// `to_vec` wrote, without first copying every member into a `Value`
-/// tree (a deep copy of each result and event, made and dropped per
-/// frame: issue 10). Members are listed in key order, a `Value` object's
-/// order (serde_json's map is sorted); the unit tests pin the bytes.
-struct Frame<'a>(&'a [(&'a str, M<'a>)]);
-
-/// One member's value.
-enum M<'a> {
-    V(&'a Value),
-    R(&'a serde_json::value::RawValue),
-    S(&'a str),
-    U(u64),
-}
-
-impl serde::Serialize for Frame<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        debug_assert!(self.0.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0 {
-            match v {
-                M::V(v) => m.serialize_entry(k, v)?,
-                M::R(v) => m.serialize_entry(k, v)?,
-                M::S(v) => m.serialize_entry(k, v)?,
-                M::U(v) => m.serialize_entry(k, v)?,
-            }
-        }
-        m.end()
-    }
+    line(&[
+        ("id", &J::U(id)),
+        ("jsonrpc", &J::S("2.0")),
+        ("method", &J::S(method)),
+        ("params", &J::Raw(params)),
+    ])
 }
 
 /// Whether `line` is a notification or server request about session
@@ -250,8 +385,25 @@ pub fn is_view_frame_of(line: &[u8], sid: &str) -> bool {
     v.get("method").is_some() && v["params"]["sessionId"].as_str() == Some(sid)
 }
 
-fn line(v: &impl serde::Serialize) -> Vec<u8> {
-    let mut out = serde_json::to_vec(v).expect("a Value always serialises");
+/// A frame's members written in place (see [`super::jwrite`]): the bytes
+/// `json!` then `to_vec` wrote, without first copying every member into
+/// a `Value` tree (a deep copy of each result and event, made and dropped
+/// per frame: issue 10). Members are listed in key order, a `Value`
+/// object's order (serde_json's map is sorted); the unit tests pin the
+/// bytes.
+fn line(members: &[(&str, &J<'_>)]) -> Vec<u8> {
+    debug_assert!(members.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
+    for (i, (k, v)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        super::jwrite::write_str(&mut out, k);
+        out.push(b':');
+        v.write(&mut out);
+    }
+    out.push(b'}');
     debug_assert!(!out.contains(&b'\n'));
     out.push(b'\n');
     out
@@ -298,6 +450,119 @@ mod tests {
         assert_eq!((e.error.code, e.id), (-32602, json!("a")));
     }
 
+    /// Lines read member by member get what the reading through a `Value`
+    /// gives them, answers and errors alike.
+    #[test]
+    fn member_reading_is_the_value_reading() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let mut lines: Vec<String> = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1}}"#,
+            r#"{"jsonrpc":"2.0","method":"initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"r","error":{"code":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":-5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":2.0,"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0 ","id":1,"method":"x"}"#,
+            r#"{"id":1,"method":"x"}"#,
+            r#"{}"#,
+            r#"  { "jsonrpc" : "2.0" , "id" : 1 , "method" : "x" }  "#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","id":null}"#,
+            r#"{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":"y","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1},"params":{"b":2}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","extra":{"deep":[1,2,{"z":null}]}}"#,
+            r#"{"jsonrpc":"2.0","\u0069d":1,"m\u0065thod":"x\n\u2028"}"#,
+            r#"{"$serde_json::private::RawValue":"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}"}"#,
+            r#"{"$serde_json::private::RawValue":"3"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","$serde_json::private::RawValue":"3"}"#,
+            r#"{"$serde_json::private::Number":"3"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","f":1e400}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x"} x"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x""#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x",}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"\ud800"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a	b"}"#,
+            "[]",
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}]",
+            "3",
+            "\"s\"",
+            "null",
+            "",
+            "not json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for n in [126, 127, 128, 129, 100_000] {
+            lines.push(deep(n));
+            lines.push(format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"x","extra":{}}}"#,
+                deep(n)
+            ));
+            lines.push(format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{}}}}}"#,
+                deep(n)
+            ));
+        }
+        let mut bytes: Vec<Vec<u8>> = lines.into_iter().map(String::into_bytes).collect();
+        bytes.push(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}".to_vec());
+        bytes.push(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\xff".to_vec());
+        for line in bytes {
+            assert_eq!(
+                parse_line(&line),
+                parse_line_as_value(&line),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Objects of any members named like the envelope's (and others),
+        /// in any order, repeated, of any JSON type.
+        #[test]
+        fn any_object_line_reads_as_its_value(
+            members in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "id", "jsonrpc", "method", "params", "result", "error", "x", "",
+                    ]),
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(json!(null)),
+                        proptest::strategy::Just(json!("2.0")),
+                        proptest::strategy::Just(json!("x/y")),
+                        proptest::strategy::Just(json!(7)),
+                        proptest::strategy::Just(json!(-7)),
+                        proptest::strategy::Just(json!(7.5)),
+                        proptest::strategy::Just(json!(true)),
+                        proptest::strategy::Just(json!([1, "a"])),
+                        proptest::strategy::Just(json!({"sessionId": "s", "n": 1})),
+                        proptest::strategy::Just(json!({})),
+                    ],
+                ),
+                0..8,
+            )
+        ) {
+            let body: Vec<String> = members
+                .iter()
+                .map(|(k, v)| format!("{}:{}", json!(k), v))
+                .collect();
+            let line = format!("{{{}}}", body.join(","));
+            proptest::prop_assert_eq!(
+                parse_line(line.as_bytes()),
+                parse_line_as_value(line.as_bytes())
+            );
+        }
+    }
+
     #[test]
     fn deep_nesting_is_a_parse_error_not_a_panic() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
@@ -328,6 +593,17 @@ mod tests {
             );
             let raw = serde_json::value::to_raw_value(&params).unwrap();
             assert_eq!(response_line_raw(&id, &raw), response_line(&id, &params));
+            let tree = J::Obj(vec![
+                ("a", J::S("x\"\u{2028}\n")),
+                ("b", J::Raw(&raw)),
+                ("c", J::Arr(vec![J::U(3), J::Null, J::V(&params)])),
+            ]);
+            assert_eq!(
+                response_line_j(&id, &tree),
+                old(
+                    json!({ "jsonrpc": "2.0", "id": id, "result": {"a": "x\"\u{2028}\n", "b": params, "c": [3, null, params]} })
+                )
+            );
             let err = RpcError::invalid_request("bad \"thing\"");
             assert_eq!(
                 error_line(&id, &err),

@@ -8,12 +8,14 @@
 //! - [`ids`]: UUIDv7 validation and minting.
 //! - [`canonical`]: the payload signature (RFC 8785 canonical JSON).
 //! - [`params`]: typed params of every method, validated with field-level errors.
+//! - [`jwrite`]: JSON written straight into a frame, the bytes serde_json writes.
 
 pub mod canonical;
 pub mod envelope;
 pub mod error;
 pub mod framing;
 pub mod ids;
+pub mod jwrite;
 pub mod params;
 
 pub use error::RpcError;

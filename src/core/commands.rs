@@ -9,7 +9,7 @@ use super::record::{decode_archived, Answer, Outcome, Record, StoredAnswer};
 use super::session::{Replay, TurnStatus};
 use super::{ConnId, Durability, HistoryResult, OpenMode, OpenResult, ReadResult};
 use crate::proto::canonical::signature;
-use crate::proto::envelope::RequestId;
+use crate::proto::envelope::{self, RequestId};
 use crate::proto::ids::{id_key, mint_uuid_v7, CmdKey};
 use crate::proto::params::{Command, CommandRequest, IfBusy, Parsed};
 use crate::proto::RpcError;
@@ -270,7 +270,8 @@ impl Host {
         }
         let error = err.into_value();
         // Written once: the `received` record and the response line hold
-        // the same text.
+        // the same text (made just now in today's shape, so the line needs
+        // none of the normalising a recorded error gets on a replay).
         let stored = StoredAnswer::new(&Answer::Error(error.clone()));
         let at = self.intake(
             sid,
@@ -279,7 +280,9 @@ impl Host {
             stored.clone(),
             Some(Outcome::Rejected { error }),
         );
-        self.respond_stored_at(conn, id, sid, &stored, at);
+        let gate = self.loaded(sid).and_then(|l| self.gate_at(l, at));
+        let line = envelope::error_line_raw(id, stored.raw());
+        self.enqueue(conn, line, gate, Some(id.clone()));
     }
 
     fn ack(

@@ -326,6 +326,16 @@ pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
     ])
 }
 
+/// As [`error_line`], with the error object already written in today's
+/// shape (by [`RpcError::into_value`], then serialised): copied as it is.
+pub fn error_line_raw(id: &RequestId, error: &serde_json::value::RawValue) -> Vec<u8> {
+    line(&[
+        ("error", &J::Raw(error)),
+        ("id", &J::V(id)),
+        ("jsonrpc", &J::S("2.0")),
+    ])
+}
+
 /// A notification line (with `\n`) carrying `emittedAtMs`.
 pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Vec<u8> {
     line(&[
@@ -609,6 +619,18 @@ mod tests {
                 error_line(&id, &err),
                 old(json!({ "jsonrpc": "2.0", "id": id, "error": err.to_value() }))
             );
+            // An error written in today's shape, spliced as text: the same
+            // line, retryable at its default or not.
+            for err in [
+                err,
+                RpcError::command_rejected("m", "c\u{1}", "stale_revision")
+                    .with("currentRevision", json!(7)),
+                RpcError::storage_unavailable("disk \"full\""),
+                RpcError::overloaded("x").with("retryable", json!(true)),
+            ] {
+                let raw = serde_json::value::to_raw_value(&err.clone().into_value()).unwrap();
+                assert_eq!(error_line_raw(&id, &raw), error_line(&id, &err), "{err}");
+            }
         }
         assert_eq!(
             notification_line("item/\"x", &params, 1_700_000_000_123),

@@ -651,19 +651,20 @@ impl Model {
                 writer: r.writer,
                 at_ms: 0,
             };
-            match b["record"].as_str().unwrap_or_default() {
+            match b.kind().unwrap_or_default() {
                 "created" => {
-                    let ok = r.start == 0 && b["sessionId"] == json!(sid);
+                    let ok = r.start == 0 && *b.get("sessionId") == json!(sid);
                     self.rep
                         .check(ok, "log-integrity", &format!("created {sid}"), || {
                             format!(
-                                "session {sid}: created record {b} not first or of another session"
+                                "session {sid}: created record {} not first or of another session",
+                                b.to_value()
                             )
                         });
                     sess.created = true;
-                    sess.start_cid = b["startCommandId"].as_str().map(str::to_string);
-                    sess.created_at_ms = b["createdAtMs"].as_u64();
-                    sess.workspace_root = b["workspaceRoot"].clone();
+                    sess.start_cid = b.get("startCommandId").as_str().map(str::to_string);
+                    sess.created_at_ms = b.get("createdAtMs").as_u64();
+                    sess.workspace_root = b.get("workspaceRoot").clone();
                 }
                 "loaded" => {
                     if !sess.recovering {
@@ -674,15 +675,15 @@ impl Model {
                     }
                 }
                 "closed" => {
-                    let reason = b["reason"].as_str().unwrap_or_default().to_string();
+                    let reason = b.get("reason").as_str().unwrap_or_default().to_string();
                     sess.close(&mut self.rep, &reason);
                 }
                 "received" => {
                     sess.end_recovery(&mut self.rep);
-                    let cid = b["commandId"].as_str().unwrap_or_default().to_string();
-                    let method = b["method"].as_str().unwrap_or_default().to_string();
-                    let params = take_member(&mut body, "params");
-                    let mut answer = take_member(&mut body, "answer");
+                    let cid = b.get("commandId").as_str().unwrap_or_default().to_string();
+                    let method = b.get("method").as_str().unwrap_or_default().to_string();
+                    let params = body.take("params");
+                    let mut answer = body.take("answer");
                     let answer = match answer.as_object_mut() {
                         Some(a) if a.contains_key("result") => Ok(take_member_of(a, "result")),
                         Some(a) if a.contains_key("error") => Err(take_member_of(a, "error")),
@@ -707,19 +708,19 @@ impl Model {
                     }
                 }
                 "settled" => {
-                    let cid = b["commandId"].as_str().unwrap_or_default().to_string();
-                    let outcome = match b["outcome"].as_str() {
+                    let cid = b.get("commandId").as_str().unwrap_or_default().to_string();
+                    let outcome = match b.get("outcome").as_str() {
                         Some("applied") => Settle::Applied,
-                        Some("rejected") => Settle::Rejected(b["error"].clone()),
+                        Some("rejected") => Settle::Rejected(b.get("error").clone()),
                         _ => Settle::Abandoned,
                     };
                     sess.settle(&mut self.rep, &cid, outcome);
                 }
                 "event" => {
-                    let n = b["n"].as_u64().unwrap_or(0);
-                    let method = b["method"].as_str().unwrap_or_default().to_string();
-                    let at_ms = b["emittedAtMs"].as_u64().unwrap_or(0);
-                    let p = take_member(&mut body, "params");
+                    let n = b.get("n").as_u64().unwrap_or(0);
+                    let method = b.get("method").as_str().unwrap_or_default().to_string();
+                    let at_ms = b.get("emittedAtMs").as_u64().unwrap_or(0);
+                    let p = body.take("params");
                     let origin = Origin { at_ms, ..origin };
                     // A tool call's completion is judged against the
                     // effects after the session applied it.
@@ -1819,13 +1820,6 @@ fn changed_params(a: &Value, b: &Value) -> usize {
             _ => 1,
         })
         .sum()
-}
-
-/// Moves member `k` out of a record body, `null` when absent (what
-/// `body[k].clone()` reads).
-fn take_member(body: &mut Value, k: &str) -> Value {
-    body.as_object_mut()
-        .map_or(Value::Null, |o| take_member_of(o, k))
 }
 
 /// Moves member `k` out of an object, `null` when absent.

@@ -249,7 +249,7 @@ pub fn parse_frame<'a, 'k>(
 
 /// serde_json's private member name that makes a `Value` parse its string
 /// as JSON; such a line is left to [`parse_whole`].
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+pub(super) const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// A line's members as [`parse_frame`] reads them (the last of a repeated
 /// member wins, as in a `Value`).
@@ -526,7 +526,7 @@ impl<'de> serde::de::Visitor<'de> for Bounded {
 /// Any JSON value, read through the same parser paths a `Value` is read
 /// through (so with the same checks: string escapes and surrogates, number
 /// range, nesting depth), and kept nowhere.
-struct Checked;
+pub(super) struct Checked;
 
 impl<'de> serde::Deserialize<'de> for Checked {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {

@@ -269,10 +269,8 @@ impl Model {
                     }
                 }
             }
-            What::HostRecv { inc, link, line } => self.host_recv(h, *inc, *link, line.as_bytes()),
-            What::HostSend { inc, link, line } => {
-                self.host_send(h, *inc, *link, line.as_bytes(), now_ms)
-            }
+            What::HostRecv { inc, link, line } => self.host_recv(h, *inc, *link, line),
+            What::HostSend { inc, link, line } => self.host_send(h, *inc, *link, line, now_ms),
             What::LeaseGrant { inc, session } => self.lease_grant(h, *inc, session),
             What::LeaseRelease { inc, session } => self.lease_release(h, *inc, session),
             What::Append {
@@ -878,8 +876,8 @@ impl Model {
 
     // ----- requests and answers ----------------------------------------
 
-    fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &[u8]) {
-        let Some(Frame::Request { id, method, params }) = wire::parse(line) else {
+    fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &str) {
+        let Some(Frame::Request { id, method, params }) = wire::parse_str(line) else {
             return;
         };
         let cid = params["commandId"].as_str().map(str::to_string);
@@ -974,7 +972,7 @@ impl Model {
         }
     }
 
-    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &[u8], _now_ms: u64) {
+    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &str, _now_ms: u64) {
         // A result is read only for a request this link has open whose
         // answer the model reads: a command's, or a `session/read`'s (see
         // `answered` and `read_answered`; a read's snapshot items as text,
@@ -1000,9 +998,9 @@ impl Model {
             .filter_map(Sess::items_texts)
             .collect();
         let parsed = if known.is_empty() {
-            wire::parse_frame(line, &keep)
+            wire::parse_frame_str(line, &keep)
         } else {
-            wire::parse_read_frame(line, &known, &keep)
+            wire::parse_read_frame_str(line, &known, &keep)
         };
         let Some((frame, items)) = parsed else {
             self.rep.fail(

@@ -49,6 +49,12 @@ pub fn parse(line: &[u8]) -> Option<Frame> {
     parse_with(line, &|_| true)
 }
 
+/// [`parse`] of a line known to be UTF-8 (a trace's lines are `String`s):
+/// the same answer, without checking the bytes for UTF-8 again.
+pub fn parse_str(line: &str) -> Option<Frame> {
+    parse_frame_str(line, &|_| Keep::Whole).map(|(f, _)| f)
+}
+
 /// [`parse`], but a response's `result` may be only checked (as strictly
 /// as [`parse`] reads it, and then not kept: `Value::Null` stands in for
 /// it) when `want_result(id)` is false for the response's id. The model asks
@@ -135,7 +141,7 @@ fn array_prefix(text: &str, parts: &[String]) -> Option<usize> {
 /// A line with a read's items cut out: `null` in their place.
 struct Spliced<'a> {
     /// The line with `null` in place of the items.
-    line: Vec<u8>,
+    line: String,
     /// Where the `null` starts.
     at: usize,
     /// The items' text in the original line.
@@ -145,8 +151,7 @@ struct Spliced<'a> {
 /// The line with the value of the first `"items":` member that is exactly
 /// one of the `known` arrays (written out as [`Keep::ItemsAsText`] trusts)
 /// replaced by `null`.
-fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> {
-    let s = std::str::from_utf8(line).ok()?;
+fn splice_items<'a>(s: &'a str, known: &[&[String]]) -> Option<Spliced<'a>> {
     let (at, len) = s.match_indices("\"items\":[").find_map(|(i, _)| {
         let at = i + "\"items\":".len();
         known
@@ -154,10 +159,12 @@ fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> 
             .find_map(|k| array_prefix(&s[at..], k))
             .map(|len| (at, len))
     })?;
-    let mut cut = Vec::with_capacity(s.len() - len + 4);
-    cut.extend_from_slice(&line[..at]);
-    cut.extend_from_slice(b"null");
-    cut.extend_from_slice(&line[at + len..]);
+    // `at` follows an ASCII match and `at + len` an ASCII `]`: both are
+    // character boundaries.
+    let mut cut = String::with_capacity(s.len() - len + 4);
+    cut.push_str(&s[..at]);
+    cut.push_str("null");
+    cut.push_str(&s[at + len..]);
     Some(Spliced {
         line: cut,
         at,
@@ -179,15 +186,29 @@ pub fn parse_read_frame<'a, 'k>(
     known: &[&[String]],
     keep: &dyn Fn(&Value) -> Keep<'k>,
 ) -> Option<(Frame, Option<&'a str>)> {
+    match std::str::from_utf8(line) {
+        Ok(s) => parse_read_frame_str(s, known, keep),
+        Err(_) => parse_frame(line, keep),
+    }
+}
+
+/// [`parse_read_frame`] of a line known to be UTF-8 (a trace's lines are
+/// `String`s): the same answer, without checking the bytes for UTF-8
+/// again.
+pub fn parse_read_frame_str<'a, 'k>(
+    line: &'a str,
+    known: &[&[String]],
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
     if let Some(cut) = splice_items(line, known) {
-        if let Some((f, Some(raw))) = parse_frame(&cut.line, keep) {
+        if let Some((f, Some(raw))) = parse_frame_str(&cut.line, keep) {
             let offset = (raw.as_ptr() as usize).checked_sub(cut.line.as_ptr() as usize);
             if raw == "null" && offset == Some(cut.at) {
                 return Some((f, Some(cut.items)));
             }
         }
     }
-    parse_frame(line, keep)
+    parse_frame_str(line, keep)
 }
 
 /// Where [`Keep::ItemsAsText`] finds the items in a read's result.
@@ -203,9 +224,20 @@ pub fn parse_frame<'a, 'k>(
     line: &'a [u8],
     keep: &dyn Fn(&Value) -> Keep<'k>,
 ) -> Option<(Frame, Option<&'a str>)> {
-    let Ok(s) = std::str::from_utf8(line) else {
-        return parse_whole(line).map(|f| (f, None));
-    };
+    match std::str::from_utf8(line) {
+        Ok(s) => parse_frame_str(s, keep),
+        Err(_) => parse_whole(line).map(|f| (f, None)),
+    }
+}
+
+/// [`parse_frame`] of a line known to be UTF-8 (a trace's lines are
+/// `String`s): the same answer, without checking the bytes for UTF-8
+/// again.
+pub fn parse_frame_str<'a, 'k>(
+    s: &'a str,
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
+    let line = s.as_bytes();
     let mut de = serde_json::Deserializer::from_str(s);
     let parts = serde::de::DeserializeSeed::deserialize(FrameSeed { keep }, &mut de)
         .and_then(|p| de.end().map(|()| p));

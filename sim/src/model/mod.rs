@@ -198,7 +198,13 @@ pub struct Model {
     /// The holder of a rotten session at the moment of the damage: it may
     /// go on from memory until it lets go; nobody may load the damaged log.
     rot_holder: BTreeMap<String, (usize, u64)>,
+    /// The last few reads' answers, as `wire::ReadMemo`s: a client polls a
+    /// session with reads whose answers differ only in their ids.
+    read_memo: Vec<wire::ReadMemo>,
 }
+
+/// How many read answers [`Model`] remembers.
+const READ_MEMO_LEN: usize = 4;
 
 fn host_of(e: &Entry) -> usize {
     match e.actor {
@@ -997,11 +1003,35 @@ impl Model {
             .filter_map(|r| r.sid.as_ref().and_then(|s| sessions.get(s)))
             .filter_map(Sess::items_texts)
             .collect();
-        let parsed = if known.is_empty() {
+        // A read's answer as one remembered is not read again (see
+        // `wire::ReadMemo`); one not remembered is, and is remembered.
+        let plain = wire::plain_response(line);
+        let reads_items = |n: u64| matches!(keep(&Value::from(n)), wire::Keep::ItemsAsText(_));
+        let memo = plain.filter(|(n, _)| reads_items(*n)).and_then(|(n, r)| {
+            let m = self.read_memo.iter().find(|m| m.result() == r)?;
+            Some(m.frame(n, r))
+        });
+        let hit = memo.is_some();
+        let parsed = if hit {
+            memo
+        } else if known.is_empty() {
             wire::parse_frame_str(line, &keep)
         } else {
             wire::parse_read_frame_str(line, &known, &keep)
         };
+        if let (Some((n, r)), false) = (plain, hit) {
+            if reads_items(n) {
+                let m = parsed
+                    .as_ref()
+                    .and_then(|(f, items)| wire::ReadMemo::of(n, r, f, *items));
+                if let Some(m) = m {
+                    if self.read_memo.len() == READ_MEMO_LEN {
+                        self.read_memo.remove(0);
+                    }
+                    self.read_memo.push(m);
+                }
+            }
+        }
         let Some((frame, items)) = parsed else {
             self.rep.fail(
                 "view-cursor-order",

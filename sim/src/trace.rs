@@ -727,12 +727,32 @@ pub fn record_summary(r: &msp::core::record::Record) -> String {
 }
 
 /// The recorded history of one run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Trace {
     /// Entries in order.
     pub entries: Vec<Entry>,
-    /// Each entry's hash chained ([`TRACE_HASH_VERSION`] 2).
-    hash: u64,
+    /// Each entry's hash chained ([`TRACE_HASH_VERSION`] 2), kept up to
+    /// date by [`Trace::push`]; `None` in a view that is only judged
+    /// ([`Trace::logical`]), whose [`Trace::hash`] is then chained when
+    /// asked for (a run's oracles never ask, so the view's entries are not
+    /// hashed for nothing).
+    hash: Option<u64>,
+}
+
+impl Default for Trace {
+    fn default() -> Trace {
+        Trace {
+            entries: Vec::new(),
+            hash: Some(0),
+        }
+    }
+}
+
+/// One more link of a trace's hash chain: `entry` after `chain`.
+fn chain(chain: u64, entry: &Entry) -> u64 {
+    let mut h = Hash64::new(chain);
+    h.u64(entry.hash());
+    h.finish()
 }
 
 impl Trace {
@@ -744,16 +764,19 @@ impl Trace {
     /// Records one event.
     pub fn push(&mut self, at_ms: u64, actor: Actor, what: What) {
         let e = Entry { at_ms, actor, what };
-        let mut h = Hash64::new(self.hash);
-        h.u64(e.hash());
-        self.hash = h.finish();
+        if let Some(h) = &mut self.hash {
+            *h = chain(*h, &e);
+        }
         self.entries.push(e);
     }
 
     /// The chained hash of every entry so far (of version
     /// [`TRACE_HASH_VERSION`]).
     pub fn hash(&self) -> u64 {
-        self.hash
+        match self.hash {
+            Some(h) => h,
+            None => self.entries.iter().fold(0, chain),
+        }
     }
 
     /// The trace as a host that never compacts would have left it on disk:
@@ -774,7 +797,11 @@ impl Trace {
             Some((s, a)) => phys.saturating_sub(*s) + a,
             None => phys,
         };
-        let mut out = Trace::new();
+        // Only judged: its hash is chained only if someone asks for it.
+        let mut out = Trace {
+            entries: Vec::with_capacity(self.entries.len()),
+            hash: None,
+        };
         for (i, e) in self.entries.iter().enumerate() {
             let what = match &e.what {
                 What::ArchiveAppend { .. } => continue,
@@ -875,5 +902,25 @@ impl Trace {
         (0..n)
             .find(|i| self.entries[*i] != other.entries[*i])
             .or((self.entries.len() != other.entries.len()).then_some(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A view built without the hash chain answers [`Trace::hash`] as a
+    /// trace that pushed the same entries.
+    #[test]
+    fn an_unhashed_view_hashes_as_a_pushed_trace() {
+        let mut t = Trace::new();
+        assert_eq!(t.logical().hash(), t.hash());
+        t.push(1, Actor::World, What::Phase("setup".into()));
+        t.push(2, Actor::Client(0), What::Note("a note".into()));
+        t.push(3, Actor::Disk, What::Phase("liveness".into()));
+        let view = t.logical();
+        assert_eq!(view.entries, t.entries);
+        assert_eq!(view.hash(), t.hash());
+        assert_ne!(t.hash(), Trace::new().hash());
     }
 }

@@ -125,17 +125,190 @@ fn decodes(b: &[u8], at: usize, end: usize, rtype: u8) -> bool {
 }
 
 /// The JSON body of a valid frame whose tag matches its type byte.
-fn body(b: &[u8], at: usize, end: usize, rtype: u8) -> Option<Value> {
-    let v: Value = super::wire::json_of(&b[at + HEADER_BYTES..end]).ok()?;
-    (v["record"].as_str()? == tag_of(rtype)?).then_some(v)
+fn body(b: &[u8], at: usize, end: usize, rtype: u8) -> Option<Body> {
+    body_of(&b[at + HEADER_BYTES..end], rtype)
+}
+
+/// [`body`] of a frame's payload: read by [`Body::read`], and the
+/// whole-value way ([`body_whole`]) whenever that declines; either way the
+/// same answer.
+fn body_of(payload: &[u8], rtype: u8) -> Option<Body> {
+    let tag = tag_of(rtype)?;
+    match Body::read(payload) {
+        Some(body) if body.kind() != Some("created") => (body.kind()? == tag).then_some(body),
+        // A `created` record is kept whole (its failure message shows it).
+        _ => body_whole(payload, tag),
+    }
+}
+
+/// [`body_of`] the whole-value way: the payload read as one `Value`, the
+/// members the model reads taken from it.
+fn body_whole(payload: &[u8], tag: &str) -> Option<Body> {
+    let v: Value = super::wire::json_of(payload).ok()?;
+    (v["record"].as_str()? == tag).then(|| Body::of_value(v))
 }
 
 /// The end and body of the valid, decodable frame at `at` of `b`.
-fn frame_at(b: &[u8], at: usize) -> Option<(usize, Value)> {
+fn frame_at(b: &[u8], at: usize) -> Option<(usize, Body)> {
     let Check::Valid { end, rtype } = check(b, at) else {
         return None;
     };
     body(b, at, end, rtype).map(|v| (end, v))
+}
+
+/// The members of a record the model reads ([`Body`]).
+const MEMBERS: [&str; 14] = [
+    "record",
+    "sessionId",
+    "startCommandId",
+    "createdAtMs",
+    "workspaceRoot",
+    "reason",
+    "commandId",
+    "method",
+    "params",
+    "answer",
+    "outcome",
+    "error",
+    "n",
+    "emittedAtMs",
+];
+
+/// `null`, for a member a record lacks.
+static NULL: Value = Value::Null;
+
+/// A record's body as the model reads it: the members it reads
+/// ([`MEMBERS`]), each as a `Value` would hold it (the last of a repeated
+/// name); every other member only checked, as strictly as a `Value` reads
+/// it, and dropped. Reading these few members instead of the whole record
+/// as a `Value` spares building (and tearing down) the record's object and
+/// the members nobody reads (a command's `signature`, `atMs`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Body {
+    /// The members of [`MEMBERS`], by index; `None` when absent.
+    members: [Option<Value>; MEMBERS.len()],
+    /// The rest of the record, when it was read whole (a `created` record,
+    /// whose failure message shows it, or one [`Body::read`] declined).
+    whole: Option<Value>,
+}
+
+impl Body {
+    /// Reads a record's payload member by member; `None` when it is not
+    /// plainly a JSON object (not UTF-8, not JSON, not an object, a member
+    /// spelled as serde_json's raw-value token): the caller then reads it
+    /// the whole-value way, which gives the same answer for anything this
+    /// reads.
+    fn read(payload: &[u8]) -> Option<Body> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let body = serde::de::Deserializer::deserialize_any(&mut de, BodyVisitor).ok()?;
+        de.end().ok()?;
+        Some(body)
+    }
+
+    /// The body of a record read as one `Value` (an object).
+    fn of_value(mut v: Value) -> Body {
+        let mut body = Body::default();
+        // The members read move to `members`; the rest stays for messages.
+        if let Some(o) = v.as_object_mut() {
+            for (slot, k) in body.members.iter_mut().zip(MEMBERS) {
+                *slot = o.remove(k);
+            }
+        }
+        body.whole = Some(v);
+        body
+    }
+
+    /// The record's kind (its `record` member), when a string.
+    pub fn kind(&self) -> Option<&str> {
+        self.get("record").as_str()
+    }
+
+    /// Member `k` (one of [`MEMBERS`]); `null` when absent, as `v[k]`
+    /// reads a `Value`.
+    pub fn get(&self, k: &str) -> &Value {
+        MEMBERS
+            .iter()
+            .position(|m| *m == k)
+            .and_then(|i| self.members[i].as_ref())
+            .unwrap_or(&NULL)
+    }
+
+    /// Moves member `k` (one of [`MEMBERS`]) out; `null` when absent.
+    pub fn take(&mut self, k: &str) -> Value {
+        MEMBERS
+            .iter()
+            .position(|m| *m == k)
+            .and_then(|i| self.members[i].take())
+            .unwrap_or(Value::Null)
+    }
+
+    /// The whole record as a `Value` (for a message): as read, when it
+    /// was read whole (less any member taken out); else the members the
+    /// model reads.
+    pub fn to_value(&self) -> Value {
+        let mut o = match &self.whole {
+            Some(Value::Object(o)) => o.clone(),
+            _ => serde_json::Map::new(),
+        };
+        for (k, v) in MEMBERS.iter().zip(&self.members) {
+            if let Some(v) = v {
+                o.insert((*k).to_string(), v.clone());
+            }
+        }
+        Value::Object(o)
+    }
+}
+
+/// A member name of a record: one of [`MEMBERS`] (its index) or another;
+/// the raw-value token is an error (the record is then read whole).
+enum Member {
+    Read(usize),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Member, E> {
+                if k == super::wire::RAW_VALUE_TOKEN {
+                    return Err(E::custom("raw value token"));
+                }
+                Ok(MEMBERS
+                    .iter()
+                    .position(|m| *m == k)
+                    .map_or(Member::Other, Member::Read))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads a record object into a [`Body`].
+struct BodyVisitor;
+
+impl<'de> serde::de::Visitor<'de> for BodyVisitor {
+    type Value = Body;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a record object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Body, A::Error> {
+        let mut body = Body::default();
+        while let Some(k) = m.next_key::<Member>()? {
+            match k {
+                Member::Read(i) => body.members[i] = Some(m.next_value()?),
+                Member::Other => {
+                    m.next_value::<super::wire::Checked>()?;
+                }
+            }
+        }
+        Ok(body)
+    }
 }
 
 /// One durable record handed to the model.
@@ -145,8 +318,8 @@ pub struct Rec {
     pub start: usize,
     /// End offset.
     pub end: usize,
-    /// The record, as JSON (`record` names its kind).
-    pub body: Value,
+    /// The record's members the model reads (`record` names its kind).
+    pub body: Body,
     /// The host incarnation that appended it.
     pub writer: (usize, u64),
 }
@@ -160,7 +333,7 @@ struct Known {
     /// End offset.
     end: usize,
     /// Its body, until it is handed out (decoded once, when first seen).
-    body: Option<Value>,
+    body: Option<Body>,
 }
 
 /// One session log as the trace reports it.
@@ -391,9 +564,117 @@ mod tests {
         f.synced(a.len() + 5);
         let r = f.take_durable();
         assert_eq!(r.len(), 1);
-        assert_eq!(r[0].body["record"], "loaded");
+        assert_eq!(r[0].body.get("record"), "loaded");
         f.synced(all.len());
         assert_eq!(f.take_durable().len(), 1);
+    }
+
+    /// The body of a record the way the model read it before [`Body`]:
+    /// the whole payload as one `Value`.
+    fn whole_value(payload: &[u8], rtype: u8) -> Option<Value> {
+        let v: Value = crate::model::wire::json_of(payload).ok()?;
+        (v["record"].as_str()? == tag_of(rtype)?).then_some(v)
+    }
+
+    /// Reading a record member by member gives what reading it whole gave:
+    /// the same verdict (a record or not) and the same members, on odd
+    /// records (escapes, reordered, repeated and extra members, the
+    /// raw-value token, too deep, not UTF-8, lone surrogates) and on every
+    /// cut and many damaged copies of them.
+    #[test]
+    fn bodies_read_by_member_agree_with_whole_values() {
+        let nest = |n: usize| {
+            format!(
+                r#"{{"record":"loaded","x":{}1{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        let mut cases: Vec<Vec<u8>> = [
+            r#"{"record":"created","sessionId":"s","startCommandId":"c","createdAtMs":5,"workspaceRoot":null,"extra":[1,{"a":"b"}]}"#,
+            r#"{"record":"loaded","atMs":1}"#,
+            r#"{"atMs":1,"record":"loaded"}"#,
+            r#"{"record":"closed","reason":"idle","atMs":2}"#,
+            r#"{"record":"received","commandId":"c\u0041\n","method":"turn/start","params":{"b":[1,2.5,-3,1e3,18446744073709551615,-9223372036854775808],"a":"\ud83d\ude00 \\ \" \/"},"signature":"s","answer":{"result":{"ok":true}},"atMs":1}"#,
+            r#"{"record":"received","commandId":"c","method":"m","params":{},"answer":{"error":{"code":-32030}},"atMs":1,"answer":{"result":1}}"#,
+            r#"{"record":"settled","commandId":"c","outcome":"rejected","error":{"code":1}}"#,
+            r#"{"record":"settled","commandId":"c","outcome":"applied","error":null,"error":2}"#,
+            r#"{"record":"event","n":3,"method":"item/completed","emittedAtMs":7,"params":{"item":{"kind":"toolCall","text":"\t\u00e9"}},"atMs":1}"#,
+            r#"{"record":"event","record":"closed","reason":"x"}"#,
+            r#"{"record":"closed","record":"event","n":1}"#,
+            r#"{"record":5,"n":1}"#,
+            r#"{"n":1}"#,
+            r#"{"$serde_json::private::RawValue":"{\"record\":\"loaded\"}"}"#,
+            r#"{"record":"loaded","$serde_json::private::RawValue":"1"}"#,
+            r#"{"record":"loaded","x":{"$serde_json::private::RawValue":"1"}}"#,
+            r#"{"record":"event","n":1,"params":{"$serde_json::private::RawValue":"{\"a\":1}"}}"#,
+            r#"{"record":"loaded","x":"\ud800"}"#,
+            r#"{"record":"event","n":1,"params":{"t":"\udc00x"}}"#,
+            r#"{"record":"loaded","x":1e400}"#,
+            r#"{"record":"event","n":1e400}"#,
+            r#"{"record":"loaded"} "#,
+            r#" {"record":"loaded"}"#,
+            r#"{"record":"loaded"}x"#,
+            r#"{"record":"loaded",}"#,
+            r#"["record","loaded"]"#,
+            r#""loaded""#,
+            r#"null"#,
+            r#"{}"#,
+            r#"{"record":"event","n":-1,"emittedAtMs":1.5,"method":null}"#,
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        cases.push(nest(120).into_bytes());
+        cases.push(nest(126).into_bytes());
+        cases.push(nest(127).into_bytes());
+        cases.push(nest(130).into_bytes());
+        cases.push(b"{\"record\":\"loaded\",\"x\":\"\xff\"}".to_vec());
+        cases.push(b"{\"record\":\"event\",\"n\":1,\"params\":{\"a\":\"\xc3\xa9\"}}".to_vec());
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        let mut all = Vec::new();
+        for c in &cases {
+            all.push(c.clone());
+            for cut in 0..c.len() {
+                all.push(c[..cut].to_vec());
+            }
+            for _ in 0..200 {
+                let mut d = c.clone();
+                let at = next(d.len());
+                d[at] = match next(4) {
+                    0 => d[at] ^ 0x20,
+                    1 => b"{}[]\",:\\u0"[next(10)],
+                    _ => next(256) as u8,
+                };
+                all.push(d);
+            }
+        }
+        let mut agreed = 0;
+        for payload in &all {
+            for rtype in 0..=7 {
+                let fast = body_of(payload, rtype);
+                let slow = whole_value(payload, rtype);
+                let text = String::from_utf8_lossy(payload);
+                assert_eq!(fast.is_some(), slow.is_some(), "{text}");
+                if let (Some(f), Some(s)) = (&fast, &slow) {
+                    for k in MEMBERS {
+                        assert_eq!(f.get(k), &s[k], "{k} of {text}");
+                    }
+                    // A `created` record is kept whole, for its message.
+                    if f.kind() == Some("created") {
+                        assert_eq!(&f.to_value(), s, "{text}");
+                    }
+                    agreed += 1;
+                }
+            }
+        }
+        assert!(agreed > 100, "{agreed}");
     }
 
     /// The remembered frames change no answer: every walk and every hand-out

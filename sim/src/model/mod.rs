@@ -198,7 +198,13 @@ pub struct Model {
     /// The holder of a rotten session at the moment of the damage: it may
     /// go on from memory until it lets go; nobody may load the damaged log.
     rot_holder: BTreeMap<String, (usize, u64)>,
+    /// The last few reads' answers, as `wire::ReadMemo`s: a client polls a
+    /// session with reads whose answers differ only in their ids.
+    read_memo: Vec<wire::ReadMemo>,
 }
+
+/// How many read answers [`Model`] remembers.
+const READ_MEMO_LEN: usize = 4;
 
 fn host_of(e: &Entry) -> usize {
     match e.actor {
@@ -269,10 +275,8 @@ impl Model {
                     }
                 }
             }
-            What::HostRecv { inc, link, line } => self.host_recv(h, *inc, *link, line.as_bytes()),
-            What::HostSend { inc, link, line } => {
-                self.host_send(h, *inc, *link, line.as_bytes(), now_ms)
-            }
+            What::HostRecv { inc, link, line } => self.host_recv(h, *inc, *link, line),
+            What::HostSend { inc, link, line } => self.host_send(h, *inc, *link, line, now_ms),
             What::LeaseGrant { inc, session } => self.lease_grant(h, *inc, session),
             What::LeaseRelease { inc, session } => self.lease_release(h, *inc, session),
             What::Append {
@@ -651,19 +655,20 @@ impl Model {
                 writer: r.writer,
                 at_ms: 0,
             };
-            match b["record"].as_str().unwrap_or_default() {
+            match b.kind().unwrap_or_default() {
                 "created" => {
-                    let ok = r.start == 0 && b["sessionId"] == json!(sid);
+                    let ok = r.start == 0 && *b.get("sessionId") == json!(sid);
                     self.rep
                         .check(ok, "log-integrity", &format!("created {sid}"), || {
                             format!(
-                                "session {sid}: created record {b} not first or of another session"
+                                "session {sid}: created record {} not first or of another session",
+                                b.to_value()
                             )
                         });
                     sess.created = true;
-                    sess.start_cid = b["startCommandId"].as_str().map(str::to_string);
-                    sess.created_at_ms = b["createdAtMs"].as_u64();
-                    sess.workspace_root = b["workspaceRoot"].clone();
+                    sess.start_cid = b.get("startCommandId").as_str().map(str::to_string);
+                    sess.created_at_ms = b.get("createdAtMs").as_u64();
+                    sess.workspace_root = b.get("workspaceRoot").clone();
                 }
                 "loaded" => {
                     if !sess.recovering {
@@ -674,15 +679,15 @@ impl Model {
                     }
                 }
                 "closed" => {
-                    let reason = b["reason"].as_str().unwrap_or_default().to_string();
+                    let reason = b.get("reason").as_str().unwrap_or_default().to_string();
                     sess.close(&mut self.rep, &reason);
                 }
                 "received" => {
                     sess.end_recovery(&mut self.rep);
-                    let cid = b["commandId"].as_str().unwrap_or_default().to_string();
-                    let method = b["method"].as_str().unwrap_or_default().to_string();
-                    let params = take_member(&mut body, "params");
-                    let mut answer = take_member(&mut body, "answer");
+                    let cid = b.get("commandId").as_str().unwrap_or_default().to_string();
+                    let method = b.get("method").as_str().unwrap_or_default().to_string();
+                    let params = body.take("params");
+                    let mut answer = body.take("answer");
                     let answer = match answer.as_object_mut() {
                         Some(a) if a.contains_key("result") => Ok(take_member_of(a, "result")),
                         Some(a) if a.contains_key("error") => Err(take_member_of(a, "error")),
@@ -707,19 +712,19 @@ impl Model {
                     }
                 }
                 "settled" => {
-                    let cid = b["commandId"].as_str().unwrap_or_default().to_string();
-                    let outcome = match b["outcome"].as_str() {
+                    let cid = b.get("commandId").as_str().unwrap_or_default().to_string();
+                    let outcome = match b.get("outcome").as_str() {
                         Some("applied") => Settle::Applied,
-                        Some("rejected") => Settle::Rejected(b["error"].clone()),
+                        Some("rejected") => Settle::Rejected(b.get("error").clone()),
                         _ => Settle::Abandoned,
                     };
                     sess.settle(&mut self.rep, &cid, outcome);
                 }
                 "event" => {
-                    let n = b["n"].as_u64().unwrap_or(0);
-                    let method = b["method"].as_str().unwrap_or_default().to_string();
-                    let at_ms = b["emittedAtMs"].as_u64().unwrap_or(0);
-                    let p = take_member(&mut body, "params");
+                    let n = b.get("n").as_u64().unwrap_or(0);
+                    let method = b.get("method").as_str().unwrap_or_default().to_string();
+                    let at_ms = b.get("emittedAtMs").as_u64().unwrap_or(0);
+                    let p = body.take("params");
                     let origin = Origin { at_ms, ..origin };
                     // A tool call's completion is judged against the
                     // effects after the session applied it.
@@ -877,8 +882,8 @@ impl Model {
 
     // ----- requests and answers ----------------------------------------
 
-    fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &[u8]) {
-        let Some(Frame::Request { id, method, params }) = wire::parse(line) else {
+    fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &str) {
+        let Some(Frame::Request { id, method, params }) = wire::parse_str(line) else {
             return;
         };
         let cid = params["commandId"].as_str().map(str::to_string);
@@ -973,7 +978,7 @@ impl Model {
         }
     }
 
-    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &[u8], _now_ms: u64) {
+    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &str, _now_ms: u64) {
         // A result is read only for a request this link has open whose
         // answer the model reads: a command's, or a `session/read`'s (see
         // `answered` and `read_answered`; a read's snapshot items as text,
@@ -998,11 +1003,35 @@ impl Model {
             .filter_map(|r| r.sid.as_ref().and_then(|s| sessions.get(s)))
             .filter_map(Sess::items_texts)
             .collect();
-        let parsed = if known.is_empty() {
-            wire::parse_frame(line, &keep)
+        // A read's answer as one remembered is not read again (see
+        // `wire::ReadMemo`); one not remembered is, and is remembered.
+        let plain = wire::plain_response(line);
+        let reads_items = |n: u64| matches!(keep(&Value::from(n)), wire::Keep::ItemsAsText(_));
+        let memo = plain.filter(|(n, _)| reads_items(*n)).and_then(|(n, r)| {
+            let m = self.read_memo.iter().find(|m| m.result() == r)?;
+            Some(m.frame(n, r))
+        });
+        let hit = memo.is_some();
+        let parsed = if hit {
+            memo
+        } else if known.is_empty() {
+            wire::parse_frame_str(line, &keep)
         } else {
-            wire::parse_read_frame(line, &known, &keep)
+            wire::parse_read_frame_str(line, &known, &keep)
         };
+        if let (Some((n, r)), false) = (plain, hit) {
+            if reads_items(n) {
+                let m = parsed
+                    .as_ref()
+                    .and_then(|(f, items)| wire::ReadMemo::of(n, r, f, *items));
+                if let Some(m) = m {
+                    if self.read_memo.len() == READ_MEMO_LEN {
+                        self.read_memo.remove(0);
+                    }
+                    self.read_memo.push(m);
+                }
+            }
+        }
         let Some((frame, items)) = parsed else {
             self.rep.fail(
                 "view-cursor-order",
@@ -1819,13 +1848,6 @@ fn changed_params(a: &Value, b: &Value) -> usize {
             _ => 1,
         })
         .sum()
-}
-
-/// Moves member `k` out of a record body, `null` when absent (what
-/// `body[k].clone()` reads).
-fn take_member(body: &mut Value, k: &str) -> Value {
-    body.as_object_mut()
-        .map_or(Value::Null, |o| take_member_of(o, k))
 }
 
 /// Moves member `k` out of an object, `null` when absent.

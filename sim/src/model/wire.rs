@@ -49,6 +49,12 @@ pub fn parse(line: &[u8]) -> Option<Frame> {
     parse_with(line, &|_| true)
 }
 
+/// [`parse`] of a line known to be UTF-8 (a trace's lines are `String`s):
+/// the same answer, without checking the bytes for UTF-8 again.
+pub fn parse_str(line: &str) -> Option<Frame> {
+    parse_frame_str(line, &|_| Keep::Whole).map(|(f, _)| f)
+}
+
 /// [`parse`], but a response's `result` may be only checked (as strictly
 /// as [`parse`] reads it, and then not kept: `Value::Null` stands in for
 /// it) when `want_result(id)` is false for the response's id. The model asks
@@ -135,7 +141,7 @@ fn array_prefix(text: &str, parts: &[String]) -> Option<usize> {
 /// A line with a read's items cut out: `null` in their place.
 struct Spliced<'a> {
     /// The line with `null` in place of the items.
-    line: Vec<u8>,
+    line: String,
     /// Where the `null` starts.
     at: usize,
     /// The items' text in the original line.
@@ -145,8 +151,7 @@ struct Spliced<'a> {
 /// The line with the value of the first `"items":` member that is exactly
 /// one of the `known` arrays (written out as [`Keep::ItemsAsText`] trusts)
 /// replaced by `null`.
-fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> {
-    let s = std::str::from_utf8(line).ok()?;
+fn splice_items<'a>(s: &'a str, known: &[&[String]]) -> Option<Spliced<'a>> {
     let (at, len) = s.match_indices("\"items\":[").find_map(|(i, _)| {
         let at = i + "\"items\":".len();
         known
@@ -154,10 +159,12 @@ fn splice_items<'a>(line: &'a [u8], known: &[&[String]]) -> Option<Spliced<'a>> 
             .find_map(|k| array_prefix(&s[at..], k))
             .map(|len| (at, len))
     })?;
-    let mut cut = Vec::with_capacity(s.len() - len + 4);
-    cut.extend_from_slice(&line[..at]);
-    cut.extend_from_slice(b"null");
-    cut.extend_from_slice(&line[at + len..]);
+    // `at` follows an ASCII match and `at + len` an ASCII `]`: both are
+    // character boundaries.
+    let mut cut = String::with_capacity(s.len() - len + 4);
+    cut.push_str(&s[..at]);
+    cut.push_str("null");
+    cut.push_str(&s[at + len..]);
     Some(Spliced {
         line: cut,
         at,
@@ -179,15 +186,111 @@ pub fn parse_read_frame<'a, 'k>(
     known: &[&[String]],
     keep: &dyn Fn(&Value) -> Keep<'k>,
 ) -> Option<(Frame, Option<&'a str>)> {
+    match std::str::from_utf8(line) {
+        Ok(s) => parse_read_frame_str(s, known, keep),
+        Err(_) => parse_frame(line, keep),
+    }
+}
+
+/// [`parse_read_frame`] of a line known to be UTF-8 (a trace's lines are
+/// `String`s): the same answer, without checking the bytes for UTF-8
+/// again.
+pub fn parse_read_frame_str<'a, 'k>(
+    line: &'a str,
+    known: &[&[String]],
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
     if let Some(cut) = splice_items(line, known) {
-        if let Some((f, Some(raw))) = parse_frame(&cut.line, keep) {
+        if let Some((f, Some(raw))) = parse_frame_str(&cut.line, keep) {
             let offset = (raw.as_ptr() as usize).checked_sub(cut.line.as_ptr() as usize);
             if raw == "null" && offset == Some(cut.at) {
                 return Some((f, Some(cut.items)));
             }
         }
     }
-    parse_frame(line, keep)
+    parse_frame_str(line, keep)
+}
+
+/// A line of exactly the shape `{"id":N,"jsonrpc":"2.0","result":R}`
+/// (what a host writes for a response), with `N` a plain non-negative
+/// integer, and a newline or nothing after it: `N` and the text `R`
+/// (unchecked: anything between the `"result":` and the line's last `}`).
+pub fn plain_response(line: &str) -> Option<(u64, &str)> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let rest = line.strip_prefix("{\"id\":")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (num, rest) = rest.split_at(digits);
+    if num.is_empty() || num.len() > 20 || (num.len() > 1 && num.starts_with('0')) {
+        return None;
+    }
+    let n = num.parse().ok()?;
+    let r = rest
+        .strip_prefix(",\"jsonrpc\":\"2.0\",\"result\":")?
+        .strip_suffix('}')?;
+    Some((n, r))
+}
+
+/// A read's answer as [`parse_frame`] (or [`parse_read_frame`]) read it
+/// with [`Keep::ItemsAsText`], remembered by its result's text `R` from a
+/// [`plain_response`] line whose `R` is exactly one JSON value. Any other
+/// plain line with the same `R` differs from it only in its id's digits,
+/// so it is the same frame with that id, read the same way when its id
+/// also asks for the items as text (whatever the known texts: text that is
+/// one of them passes [`check_bounded`] too); its items are the same slice
+/// of its own `R`. A client polls a session with such reads, so most are
+/// not read again.
+#[derive(Debug, Clone)]
+pub struct ReadMemo {
+    /// `R`.
+    result: String,
+    /// The result as read (`null` in place of items kept as text).
+    value: Value,
+    /// Where the items kept as text are in `R` (start, length).
+    items: Option<(usize, usize)>,
+}
+
+impl ReadMemo {
+    /// The memo of the plain line with id `n` and result text `r` that was
+    /// read (with [`Keep::ItemsAsText`] for `n`) as `frame` and `items`;
+    /// `None` unless that is an answer with id `n`, `items` (if any) lies
+    /// in `r`, and `r` is exactly one JSON value.
+    pub fn of(n: u64, r: &str, frame: &Frame, items: Option<&str>) -> Option<ReadMemo> {
+        let Frame::Response { id, outcome: Ok(v) } = frame else {
+            return None;
+        };
+        if id.as_u64() != Some(n) {
+            return None;
+        }
+        let items = match items {
+            None => None,
+            Some(t) => {
+                let at = (t.as_ptr() as usize).checked_sub(r.as_ptr() as usize)?;
+                (at + t.len() <= r.len()).then_some((at, t.len()))?;
+                Some((at, t.len()))
+            }
+        };
+        serde_json::from_str::<&serde_json::value::RawValue>(r).ok()?;
+        Some(ReadMemo {
+            result: r.to_string(),
+            value: v.clone(),
+            items,
+        })
+    }
+
+    /// `R`.
+    pub fn result(&self) -> &str {
+        &self.result
+    }
+
+    /// The frame of the plain line with id `n` and this result text `r`,
+    /// as [`parse_frame`] reads it with [`Keep::ItemsAsText`] for `n`.
+    pub fn frame<'a>(&self, n: u64, r: &'a str) -> (Frame, Option<&'a str>) {
+        let f = Frame::Response {
+            id: Value::from(n),
+            outcome: Ok(self.value.clone()),
+        };
+        (f, self.items.map(|(at, len)| &r[at..at + len]))
+    }
 }
 
 /// Where [`Keep::ItemsAsText`] finds the items in a read's result.
@@ -203,9 +306,20 @@ pub fn parse_frame<'a, 'k>(
     line: &'a [u8],
     keep: &dyn Fn(&Value) -> Keep<'k>,
 ) -> Option<(Frame, Option<&'a str>)> {
-    let Ok(s) = std::str::from_utf8(line) else {
-        return parse_whole(line).map(|f| (f, None));
-    };
+    match std::str::from_utf8(line) {
+        Ok(s) => parse_frame_str(s, keep),
+        Err(_) => parse_whole(line).map(|f| (f, None)),
+    }
+}
+
+/// [`parse_frame`] of a line known to be UTF-8 (a trace's lines are
+/// `String`s): the same answer, without checking the bytes for UTF-8
+/// again.
+pub fn parse_frame_str<'a, 'k>(
+    s: &'a str,
+    keep: &dyn Fn(&Value) -> Keep<'k>,
+) -> Option<(Frame, Option<&'a str>)> {
+    let line = s.as_bytes();
     let mut de = serde_json::Deserializer::from_str(s);
     let parts = serde::de::DeserializeSeed::deserialize(FrameSeed { keep }, &mut de)
         .and_then(|p| de.end().map(|()| p));
@@ -249,7 +363,7 @@ pub fn parse_frame<'a, 'k>(
 
 /// serde_json's private member name that makes a `Value` parse its string
 /// as JSON; such a line is left to [`parse_whole`].
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+pub(super) const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// A line's members as [`parse_frame`] reads them (the last of a repeated
 /// member wins, as in a `Value`).
@@ -526,7 +640,7 @@ impl<'de> serde::de::Visitor<'de> for Bounded {
 /// Any JSON value, read through the same parser paths a `Value` is read
 /// through (so with the same checks: string escapes and surrogates, number
 /// range, nesting depth), and kept nowhere.
-struct Checked;
+pub(super) struct Checked;
 
 impl<'de> serde::Deserialize<'de> for Checked {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {
@@ -1212,6 +1326,111 @@ mod tests {
     /// Read-shaped lines, and odd ones, read with their items as text:
     /// the same frames (or none) as the whole-value parse, whatever the
     /// model knows of the items.
+    /// A remembered read answers any plain line with the same result text
+    /// as reading that line would: the same frame, the same items text,
+    /// whatever its id and the known texts; and a result text that is not
+    /// exactly one value is not remembered.
+    #[test]
+    fn a_remembered_read_answers_as_reading_the_line() {
+        let results = [
+            r#"{"history":{"items":null,"mode":"snapshot","snapshot":{"schemaVersion":1,"state":{"activeTurn":null,"items":[{"a":1}],"kv":{"a":1}},"viewCursor":"v:s:2"}},"pendingRequests":[],"viewCursor":"v:s:2"}"#,
+            r#"{"history":{"snapshot":{"state":{"items":[{"a":1,"b":"x\u00e9"},{"c":[1,2,{"d":null}]}]}}},"id":9}"#,
+            r#"{"history":{"snapshot":{"state":{"items":[{"a":"\ud800"}]}}}}"#,
+            r#"{"history":{"snapshot":{"state":{"items":[1],"items":[2]}}}}"#,
+            r#"{"history":{"mode":"none","snapshot":null},"viewCursor":"v:s:1"}"#,
+            r#"{"history":{"snapshot":{"state":{"items":[1]}}}},"id":7"#,
+            r#"{"history":{"snapshot":{"state":{"items":[1]}}}},"error":{"code":1}"#,
+            r#"{"history":{"snapshot":{"state":{"items":[1]}}}} "#,
+            r#"{"history":{"snapshot":{"state":{"items":[1]}}}}}"#,
+            r#"{"$serde_json::private::RawValue":"{\"history\":1}"}"#,
+            r#"[1]"#,
+            r#"null"#,
+            r#"1e400"#,
+        ];
+        let texts = |items: &[Value]| -> Vec<String> {
+            items
+                .iter()
+                .map(|v| {
+                    let mut t = String::new();
+                    canonical(v, &mut t);
+                    t
+                })
+                .collect()
+        };
+        let known = [
+            texts(&[json!({"a": 1})]),
+            texts(&[json!(1)]),
+            texts(&[
+                json!({"a": 1, "b": "x\u{e9}"}),
+                json!({"c": [1, 2, {"d": null}]}),
+            ]),
+        ];
+        let lists: Vec<Vec<&[String]>> = vec![
+            vec![],
+            vec![known[0].as_slice()],
+            vec![known[1].as_slice(), known[2].as_slice()],
+        ];
+        fn read<'a>(line: &'a str, n: u64, list: &[&[String]]) -> Option<(Frame, Option<&'a str>)> {
+            let keep = |x: &Value| {
+                if x.as_u64() == Some(n) {
+                    Keep::ItemsAsText(list.first().copied())
+                } else {
+                    Keep::Whole
+                }
+            };
+            if list.is_empty() {
+                parse_frame_str(line, &keep)
+            } else {
+                parse_read_frame_str(line, list, &keep)
+            }
+        }
+        let mut remembered = 0;
+        for r in results {
+            for tail in ["", "\n"] {
+                let line = |n: u64| format!(r#"{{"id":{n},"jsonrpc":"2.0","result":{r}}}{tail}"#);
+                for n in [0, 2, 31, u64::MAX] {
+                    let first = line(n);
+                    let (got_n, got_r) = plain_response(&first).expect("plain");
+                    assert_eq!((got_n, got_r), (n, r));
+                    for list in &lists {
+                        let Some((f, items)) = read(&first, n, list) else {
+                            continue;
+                        };
+                        let Some(m) = ReadMemo::of(n, got_r, &f, items) else {
+                            continue;
+                        };
+                        remembered += 1;
+                        assert_eq!(m.result(), r);
+                        for other in [0, 2, 31, u64::MAX] {
+                            let again = line(other);
+                            let (_, r2) = plain_response(&again).expect("plain");
+                            for list2 in &lists {
+                                assert_eq!(
+                                    Some(m.frame(other, r2)),
+                                    read(&again, other, list2),
+                                    "{again}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(remembered > 20, "{remembered}");
+        for odd in [
+            r#"{"id":02,"jsonrpc":"2.0","result":1}"#,
+            r#"{"id":-1,"jsonrpc":"2.0","result":1}"#,
+            r#"{"id":"2","jsonrpc":"2.0","result":1}"#,
+            r#"{"id":18446744073709551616,"jsonrpc":"2.0","result":1}"#,
+            r#"{"id":2,"result":1}"#,
+            r#"{"id":2,"jsonrpc":"2.0","result":1} "#,
+            r#"{"id":2,"jsonrpc":"2.0","result":1}\n\n"#,
+            r#" {"id":2,"jsonrpc":"2.0","result":1}"#,
+        ] {
+            assert_eq!(plain_response(odd), None, "{odd}");
+        }
+    }
+
     #[test]
     fn parse_frame_with_items_as_text_agrees_with_the_whole_value_parse() {
         let read = |items: &str| {

@@ -509,7 +509,7 @@ impl Host {
             let l = self.loaded(&sid).expect("loaded");
             l.s.cursor(l.s.head_n())
         };
-        let (history, after) = match &cursor {
+        let (cursor_suffix, after) = match &cursor {
             Some(cur) => {
                 if self
                     .loaded(&sid)
@@ -521,28 +521,12 @@ impl Host {
                     self.respond_err(conn, id, RpcError::missing_anchor(&sid));
                     return Flow::Done;
                 }
-                (
-                    json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"}),
-                    cur.clone(),
-                )
+                (true, cur.clone())
             }
-            None => (
-                super::view::object([
-                    ("mode", json!("snapshot")),
-                    ("items", Value::Null),
-                    ("snapshot", self.snapshot_json(&sid)),
-                ]),
-                head.clone(),
-            ),
+            None => (false, head.clone()),
         };
-        let mut result = super::view::object([
-            ("session", self.session_json(&sid)),
-            ("viewCursor", Value::String(head)),
-            ("history", history),
-            ("pendingRequests", self.pending_requests_json(&sid)),
-        ]);
-        super::view::as_resumed(&mut result);
-        let (at, stored) = self.ack(&sid, &c, sig, &result, Some(Outcome::Applied));
+        let stored = self.resume_answer(&sid, &head, cursor_suffix);
+        let at = self.intake(&sid, &c, sig, stored.clone(), Some(Outcome::Applied));
         self.respond_stored_at(conn, id, &sid, &stored, at);
         self.subscribe_after(conn, &sid, &after);
         self.reissue_approvals(conn, &sid);

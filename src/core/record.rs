@@ -70,6 +70,21 @@ impl StoredAnswer {
         }
     }
 
+    /// A `result` already written as JSON text (by [`crate::proto::jwrite`],
+    /// which writes what serde_json would).
+    ///
+    /// # Panics
+    ///
+    /// If `text` is not one JSON value (a bug in the writer).
+    pub fn result_text(text: String) -> StoredAnswer {
+        StoredAnswer {
+            error: false,
+            json: serde_json::value::RawValue::from_string(text)
+                .expect("the writer writes JSON")
+                .into(),
+        }
+    }
+
     /// The `result` or `error` object's text, as serde_json wrote it.
     pub fn raw(&self) -> &serde_json::value::RawValue {
         &self.json

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
 use super::log_fold::fold_log;
-use super::record::{decode_archived, decode_log, LogCorrupt, Record};
+use super::record::{decode_archived, decode_log, LogCorrupt, Record, StoredAnswer};
 use super::session::{Session, StoredEvent};
 use super::{ConnId, HistoryResult, LogBytes, ReadResult};
 use crate::proto::envelope::{self, RequestId};
@@ -58,19 +58,6 @@ fn approval_mode_j(s: &Session) -> J<'static> {
     ])
 }
 
-/// Marks a `session/resume` answer built before its own intake was folded:
-/// the mode it reports is the replayed one.
-pub fn as_resumed(result: &mut Value) {
-    for p in [
-        "/session/approvalMode/source",
-        "/history/snapshot/state/approvalMode/source",
-    ] {
-        if let Some(v) = result.pointer_mut(p) {
-            *v = json!("replay");
-        }
-    }
-}
-
 /// The `Session` object.
 pub fn session_value(s: &Session, status: &str, path: &str) -> Value {
     session_j(s, status, path).into_value()
@@ -101,20 +88,6 @@ fn turn_ref<'a>(s: &'a Session, turn_id: &'a str) -> J<'a> {
         ("commandId", J::S(command_id)),
         ("turnId", J::S(turn_id)),
     ])
-}
-
-/// An object of `members`, moved in. `json!` copies every member given
-/// as an expression through a serialiser (`to_value`), node by node, even
-/// one that is already a `Value`: for the large members (items, kv, pages
-/// of events, snapshots) a clone or a move is far cheaper (issue 10).
-/// Same tree, so the same bytes.
-pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
-    Value::Object(
-        members
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-    )
 }
 
 /// The `ViewSnapshot` at the session's durable head.
@@ -399,7 +372,65 @@ fn fold_read(sid: &str, log: &LogBytes, history: &[u8]) -> Result<Session, (bool
     Ok(s)
 }
 
+/// A `session/resume` answer (built before its own intake is folded):
+/// the history (a snapshot of the view, or none when the request's
+/// cursor is followed by a suffix), the pending requests, the session, and
+/// the head cursor; both approval modes say `replay` (the answer is
+/// built before the resume's own intake is folded). Written as text in place: the log and the line hold
+/// the text, and building then serialising a tree of the whole view was
+/// most of a resume's cost (issue 10). A test compares it with the tree.
+fn resume_j<'a>(
+    s: &'a Session,
+    status: &'a str,
+    path: &'a str,
+    head: &'a str,
+    cursor_suffix: bool,
+) -> J<'a> {
+    let history = if cursor_suffix {
+        J::Obj(vec![
+            ("items", J::Null),
+            ("mode", J::S("none")),
+            ("noneReason", J::S("cursorSuffix")),
+            ("snapshot", J::Null),
+        ])
+    } else {
+        J::Obj(vec![
+            ("items", J::Null),
+            ("mode", J::S("snapshot")),
+            ("snapshot", snapshot_j(s)),
+        ])
+    };
+    let mut j = J::Obj(vec![
+        ("history", history),
+        ("pendingRequests", pending_requests_j(s)),
+        ("session", session_j(s, status, path)),
+        ("viewCursor", J::S(head)),
+    ]);
+    for p in [
+        &["session", "approvalMode", "source"][..],
+        &["history", "snapshot", "state", "approvalMode", "source"],
+    ] {
+        if let Some(v) = j.member_mut(p) {
+            *v = J::S("replay");
+        }
+    }
+    j
+}
+
 impl Host {
+    /// [`resume_j`] of a loaded session, as the text an ack stores.
+    pub(crate) fn resume_answer(&self, sid: &str, head: &str, cursor_suffix: bool) -> StoredAnswer {
+        let s = &self.loaded(sid).expect("loaded").s;
+        let status = if s.running.is_some() {
+            "running"
+        } else {
+            "idle"
+        };
+        let path = self.log_path(sid);
+        let text = resume_j(s, status, &path, head, cursor_suffix).to_vec();
+        StoredAnswer::result_text(String::from_utf8(text).expect("the writer writes UTF-8"))
+    }
+
     pub(crate) fn session_json(&self, sid: &str) -> Value {
         let l = self.loaded(sid).expect("loaded");
         let status = if l.s.running.is_some() {
@@ -408,14 +439,6 @@ impl Host {
             "idle"
         };
         session_value(&l.s, status, &self.log_path(sid))
-    }
-
-    pub(crate) fn snapshot_json(&self, sid: &str) -> Value {
-        snapshot_value(&self.loaded(sid).expect("loaded").s)
-    }
-
-    pub(crate) fn pending_requests_json(&self, sid: &str) -> Value {
-        pending_requests_value(&self.loaded(sid).expect("loaded").s)
     }
 
     /// Subscribes `conn` and sends the durable events after `after`
@@ -797,6 +820,32 @@ mod tests {
             })
         }
 
+        /// The answer of a `session/resume`, built as a tree and marked
+        /// as resumed member by member (how the host built it before
+        /// it was written in place).
+        pub fn resume(s: &Session, status: &str, path: &str, head: &str, suffix: bool) -> Value {
+            let history = if suffix {
+                json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"})
+            } else {
+                json!({"mode": "snapshot", "items": null, "snapshot": snapshot_value(s)})
+            };
+            let mut result = json!({
+                "session": session_value(s, status, path),
+                "viewCursor": head,
+                "history": history,
+                "pendingRequests": pending_requests_value(s),
+            });
+            for p in [
+                "/session/approvalMode/source",
+                "/history/snapshot/state/approvalMode/source",
+            ] {
+                if let Some(v) = result.pointer_mut(p) {
+                    *v = json!("replay");
+                }
+            }
+            result
+        }
+
         pub fn list_pending(s: &Session) -> Value {
             json!({
                 "approvals": s.pending_approvals().iter().map(|a| a.params.clone()).collect::<Vec<_>>(),
@@ -895,6 +944,20 @@ mod tests {
                 assert_eq!(session_value(&s, status, path), want);
                 let want = reference::session_read(&s, status, path);
                 assert_eq!(session_read_j(&s, status, path).to_vec(), bytes(&want));
+                for suffix in [false, true] {
+                    let head = s.cursor(s.head_n());
+                    let want = reference::resume(&s, status, path, &head, suffix);
+                    let got = resume_j(&s, status, path, &head, suffix).to_vec();
+                    assert_eq!(got, bytes(&want), "resume, suffix {suffix}");
+                    assert!(
+                        String::from_utf8(got)
+                            .unwrap()
+                            .matches("\"source\":\"replay\"")
+                            .count()
+                            == if suffix { 1 } else { 2 },
+                        "both modes marked"
+                    );
+                }
             }
             let want = reference::snapshot_value(&s);
             assert_eq!(snapshot_j(&s).to_vec(), bytes(&want));

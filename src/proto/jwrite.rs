@@ -46,7 +46,7 @@ pub enum J<'a> {
     Arr(Vec<J<'a>>),
 }
 
-impl J<'_> {
+impl<'a> J<'a> {
     /// Appends the JSON text to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
         match self {
@@ -85,6 +85,21 @@ impl J<'_> {
                 }
                 out.push(b']');
             }
+        }
+    }
+
+    /// The member at `path` (object keys), to change in place; `None` when
+    /// the tree has no such member.
+    pub fn member_mut(&mut self, path: &[&str]) -> Option<&mut J<'a>> {
+        let Some((first, rest)) = path.split_first() else {
+            return Some(self);
+        };
+        match self {
+            J::Obj(members) => members
+                .iter_mut()
+                .find(|(k, _)| k == first)
+                .and_then(|(_, v)| v.member_mut(rest)),
+            _ => None,
         }
     }
 

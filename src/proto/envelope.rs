@@ -56,7 +56,7 @@ fn valid_id(v: &Value) -> bool {
 
 /// Parses one line (without its `\n`).
 ///
-/// A line that is a JSON object is read member by member ([`Envelope`]):
+/// A line that is a JSON object is read member by member (`Envelope`):
 /// the members the envelope looks at as values, the others parsed and
 /// dropped, with no tree of the whole line built and taken apart again
 /// (issue 10). Any line that reading does not take (not an object, not

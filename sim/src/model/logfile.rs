@@ -178,14 +178,14 @@ const MEMBERS: [&str; 14] = [
 static NULL: Value = Value::Null;
 
 /// A record's body as the model reads it: the members it reads
-/// ([`MEMBERS`]), each as a `Value` would hold it (the last of a repeated
+/// (`MEMBERS`), each as a `Value` would hold it (the last of a repeated
 /// name); every other member only checked, as strictly as a `Value` reads
 /// it, and dropped. Reading these few members instead of the whole record
 /// as a `Value` spares building (and tearing down) the record's object and
 /// the members nobody reads (a command's `signature`, `atMs`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Body {
-    /// The members of [`MEMBERS`], by index; `None` when absent.
+    /// The members of `MEMBERS`, by index; `None` when absent.
     members: [Option<Value>; MEMBERS.len()],
     /// The rest of the record, when it was read whole (a `created` record,
     /// whose failure message shows it, or one [`Body::read`] declined).
@@ -224,7 +224,7 @@ impl Body {
         self.get("record").as_str()
     }
 
-    /// Member `k` (one of [`MEMBERS`]); `null` when absent, as `v[k]`
+    /// Member `k` (one of `MEMBERS`); `null` when absent, as `v[k]`
     /// reads a `Value`.
     pub fn get(&self, k: &str) -> &Value {
         MEMBERS
@@ -234,7 +234,7 @@ impl Body {
             .unwrap_or(&NULL)
     }
 
-    /// Moves member `k` (one of [`MEMBERS`]) out; `null` when absent.
+    /// Moves member `k` (one of `MEMBERS`) out; `null` when absent.
     pub fn take(&mut self, k: &str) -> Value {
         MEMBERS
             .iter()
@@ -260,7 +260,7 @@ impl Body {
     }
 }
 
-/// A member name of a record: one of [`MEMBERS`] (its index) or another;
+/// A member name of a record: one of `MEMBERS` (its index) or another;
 /// the raw-value token is an error (the record is then read whole).
 enum Member {
     Read(usize),

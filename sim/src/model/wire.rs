@@ -236,7 +236,7 @@ pub fn plain_response(line: &str) -> Option<(u64, &str)> {
 /// plain line with the same `R` differs from it only in its id's digits,
 /// so it is the same frame with that id, read the same way when its id
 /// also asks for the items as text (whatever the known texts: text that is
-/// one of them passes [`check_bounded`] too); its items are the same slice
+/// one of them passes `check_bounded` too); its items are the same slice
 /// of its own `R`. A client polls a session with such reads, so most are
 /// not read again.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //! is neither an integer nor a string is `-32600` with `id: null`; `params`,
 //! when present, must be an object.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::jwrite::J;
 use super::RpcError;
@@ -164,7 +164,8 @@ impl<'de> serde::Deserialize<'de> for Envelope {
 }
 
 impl Envelope {
-    /// The rules of [`parse_line_as_value`] for an object, member by member.
+    /// What a line with these members is: a request, a notification, a
+    /// response, or the envelope error (both readings end here).
     fn into_incoming(self) -> Result<Incoming, EnvelopeError> {
         let fail = |id: Value, error: RpcError| Err(EnvelopeError { id, error });
         let id = self.id;
@@ -244,50 +245,14 @@ fn parse_line_as_value(line: &[u8]) -> Result<Incoming, EnvelopeError> {
             )
         }
     };
-    let id = obj.remove("id");
-    if let Some(id) = &id {
-        if !valid_id(id) {
-            return fail(
-                Value::Null,
-                RpcError::invalid_request("request id must be a string or integer"),
-            );
-        }
-    }
-    let reply_id = id.clone().unwrap_or(Value::Null);
-    if obj.get("jsonrpc") != Some(&json!("2.0")) {
-        return fail(
-            reply_id,
-            RpcError::invalid_request("jsonrpc must be \"2.0\""),
-        );
-    }
-    match obj.remove("method") {
-        Some(Value::String(method)) => {
-            let params = match obj.remove("params") {
-                None => Map::new(),
-                Some(Value::Object(p)) => p,
-                Some(_) => {
-                    return fail(
-                        reply_id,
-                        RpcError::invalid_params("params", "params must be an object"),
-                    )
-                }
-            };
-            match id {
-                Some(id) => Ok(Incoming::Request { id, method, params }),
-                None => Ok(Incoming::Notification { method }),
-            }
-        }
-        Some(_) => fail(
-            reply_id,
-            RpcError::invalid_request("method must be a string"),
-        ),
-        None => match id {
-            Some(id) if obj.contains_key("result") || obj.contains_key("error") => {
-                Ok(Incoming::Response { id })
-            }
-            _ => fail(reply_id, RpcError::invalid_request("not a request")),
-        },
-    }
+    let envelope = Envelope {
+        id: obj.remove("id"),
+        jsonrpc: obj.remove("jsonrpc"),
+        method: obj.remove("method"),
+        params: obj.remove("params"),
+        result_or_error: obj.contains_key("result") || obj.contains_key("error"),
+    };
+    envelope.into_incoming()
 }
 
 /// A success response line (with `\n`).
@@ -422,6 +387,7 @@ fn line(members: &[(&str, &J<'_>)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn err(line: &str) -> EnvelopeError {
         parse_line(line.as_bytes()).unwrap_err()

@@ -64,27 +64,12 @@ impl<'a> J<'a> {
                     members.windows(2).all(|w| w[0].0 < w[1].0),
                     "keys in serde_json's order"
                 );
-                out.push(b'{');
-                for (i, (k, v)) in members.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_str(out, k);
-                    out.push(b':');
+                write_seq(out, b"{}", members, |out, (k, v)| {
+                    write_member_name(out, k);
                     v.write(out);
-                }
-                out.push(b'}');
+                });
             }
-            J::Arr(items) => {
-                out.push(b'[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    v.write(out);
-                }
-                out.push(b']');
-            }
+            J::Arr(items) => write_seq(out, b"[]", items, |out, v| v.write(out)),
         }
     }
 
@@ -197,17 +182,35 @@ fn needs_escape(b: &[u8]) -> bool {
             .any(|&c| c < 0x20 || c == b'"' || c == b'\\')
 }
 
-fn write_map(out: &mut Vec<u8>, m: &Map<String, Value>) {
-    out.push(b'{');
-    for (i, (k, v)) in m.iter().enumerate() {
+/// `brackets[0]`, each item written by `each` with commas between,
+/// `brackets[1]`: the shape of every array and object.
+fn write_seq<T>(
+    out: &mut Vec<u8>,
+    brackets: &[u8; 2],
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(brackets[0]);
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_str(out, k);
-        out.push(b':');
-        write_value(out, v);
+        each(out, item);
     }
-    out.push(b'}');
+    out.push(brackets[1]);
+}
+
+/// A member's name and its colon.
+fn write_member_name(out: &mut Vec<u8>, k: &str) {
+    write_str(out, k);
+    out.push(b':');
+}
+
+fn write_map(out: &mut Vec<u8>, m: &Map<String, Value>) {
+    write_seq(out, b"{}", m, |out, (k, v)| {
+        write_member_name(out, k);
+        write_value(out, v);
+    });
 }
 
 /// Appends `v` as serde_json writes it (`serde_json::to_writer`).
@@ -217,16 +220,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Number(n) => write_number(out, n),
         Value::String(s) => write_str(out, s),
-        Value::Array(a) => {
-            out.push(b'[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, x);
-            }
-            out.push(b']');
-        }
+        Value::Array(a) => write_seq(out, b"[]", a, write_value),
         Value::Object(m) => write_map(out, m),
     }
 }

@@ -269,23 +269,15 @@ enum Member {
 
 impl<'de> serde::Deserialize<'de> for Member {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Member;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a member name")
+        super::wire::member_name(d, |k| {
+            if k == super::wire::RAW_VALUE_TOKEN {
+                return Err("raw value token");
             }
-            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Member, E> {
-                if k == super::wire::RAW_VALUE_TOKEN {
-                    return Err(E::custom("raw value token"));
-                }
-                Ok(MEMBERS
-                    .iter()
-                    .position(|m| *m == k)
-                    .map_or(Member::Other, Member::Read))
-            }
-        }
-        d.deserialize_any(V)
+            Ok(MEMBERS
+                .iter()
+                .position(|m| *m == k)
+                .map_or(Member::Other, Member::Read))
+        })
     }
 }
 
@@ -530,6 +522,16 @@ impl LogFile {
 mod tests {
     use super::*;
 
+    /// A fixed xorshift stream: `next(n)` is below `n`.
+    fn xorshift(mut rng: u64) -> impl FnMut(usize) -> usize {
+        move |n| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        }
+    }
+
     fn frame(rtype: u8, payload: &[u8]) -> Vec<u8> {
         let mut h = Vec::new();
         h.extend_from_slice(MAGIC);
@@ -631,13 +633,7 @@ mod tests {
         cases.push(nest(130).into_bytes());
         cases.push(b"{\"record\":\"loaded\",\"x\":\"\xff\"}".to_vec());
         cases.push(b"{\"record\":\"event\",\"n\":1,\"params\":{\"a\":\"\xc3\xa9\"}}".to_vec());
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: usize| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % n as u64) as usize
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut all = Vec::new();
         for c in &cases {
             all.push(c.clone());
@@ -685,13 +681,7 @@ mod tests {
         let recs: Vec<Vec<u8>> = (0..6)
             .map(|i| frame(5, format!(r#"{{"record":"event","n":{i}}}"#).as_bytes()))
             .collect();
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: usize| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % n as u64) as usize
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..300 {
             let mut f = LogFile::default();
             let mut fresh = LogFile::default();

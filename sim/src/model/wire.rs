@@ -398,27 +398,36 @@ enum Member {
 
 impl<'de> serde::Deserialize<'de> for Member {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Member;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Member, E> {
-                Ok(match k {
-                    "method" => Member::Method,
-                    "params" => Member::Params,
-                    "id" => Member::Id,
-                    "emittedAtMs" => Member::Emitted,
-                    "result" => Member::Result,
-                    "error" => Member::Error,
-                    RAW_VALUE_TOKEN => return Err(E::custom("raw value token")),
-                    _ => Member::Other,
-                })
-            }
-        }
-        d.deserialize_any(V)
+        member_name(d, |k| match k {
+            "method" => Ok(Member::Method),
+            "params" => Ok(Member::Params),
+            "id" => Ok(Member::Id),
+            "emittedAtMs" => Ok(Member::Emitted),
+            "result" => Ok(Member::Result),
+            "error" => Ok(Member::Error),
+            RAW_VALUE_TOKEN => Err("raw value token"),
+            _ => Ok(Member::Other),
+        })
     }
+}
+
+/// Reads an object member's name through `name` (the visitor every member
+/// enum of the model needs, once); `Err` fails the read with its message.
+pub(super) fn member_name<'de, D: serde::Deserializer<'de>, T>(
+    d: D,
+    name: fn(&str) -> Result<T, &'static str>,
+) -> Result<T, D::Error> {
+    struct V<T>(fn(&str) -> Result<T, &'static str>);
+    impl<T> serde::de::Visitor<'_> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a member name")
+        }
+        fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<T, E> {
+            (self.0)(k).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(V(name))
 }
 
 /// Reads a frame's members; `keep` decides what is kept of a `result`
@@ -1010,6 +1019,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Each item's canonical text (how the model keeps known items).
+    fn texts(items: &[Value]) -> Vec<String> {
+        items
+            .iter()
+            .map(|v| {
+                let mut t = String::new();
+                canonical(v, &mut t);
+                t
+            })
+            .collect()
+    }
+
     #[test]
     fn defaults_and_unknown_members_do_not_change_the_signature() {
         let a = json!({"sessionId": "0198F0AA-1111-7000-8000-0000000000AA", "commandId": "x", "input": [{"type": "text", "text": "hi", "extra": 1}], "junk": true});
@@ -1347,16 +1368,6 @@ mod tests {
             r#"null"#,
             r#"1e400"#,
         ];
-        let texts = |items: &[Value]| -> Vec<String> {
-            items
-                .iter()
-                .map(|v| {
-                    let mut t = String::new();
-                    canonical(v, &mut t);
-                    t
-                })
-                .collect()
-        };
         let known = [
             texts(&[json!({"a": 1})]),
             texts(&[json!(1)]),
@@ -1486,16 +1497,6 @@ mod tests {
             r#"{"id":3,"result":{"history":{"snapshot":{"state":{"items":[1]}}}},}"#,
         ];
         lines.extend(odd.iter().map(|l| l.to_string()));
-        let texts = |items: &[Value]| -> Vec<String> {
-            items
-                .iter()
-                .map(|v| {
-                    let mut t = String::new();
-                    canonical(v, &mut t);
-                    t
-                })
-                .collect()
-        };
         let known = [
             texts(&[
                 json!({"a": 1, "b": "x\u{e9}"}),

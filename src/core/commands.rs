@@ -272,7 +272,7 @@ impl Host {
         // Written once: the `received` record and the response line hold
         // the same text (made just now in today's shape, so the line needs
         // none of the normalising a recorded error gets on a replay).
-        let stored = StoredAnswer::new(&Answer::Error(error.clone()));
+        let stored = StoredAnswer::new_error(&error);
         let at = self.intake(
             sid,
             c,
@@ -525,7 +525,7 @@ impl Host {
             }
             None => (false, head.clone()),
         };
-        let stored = self.resume_answer(&sid, &head, cursor_suffix);
+        let stored = self.resume_answer(&sid, cursor_suffix);
         let at = self.intake(&sid, &c, sig, stored.clone(), Some(Outcome::Applied));
         self.respond_stored_at(conn, id, &sid, &stored, at);
         self.subscribe_after(conn, &sid, &after);

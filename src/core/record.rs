@@ -48,23 +48,26 @@ pub struct StoredAnswer {
 impl StoredAnswer {
     /// The stored form of `answer`.
     pub fn new(answer: &Answer) -> StoredAnswer {
-        let (error, v) = match answer {
-            Answer::Result(v) => (false, v),
-            Answer::Error(v) => (true, v),
-        };
-        StoredAnswer {
-            error,
-            json: serde_json::value::to_raw_value(v)
-                .expect("a Value always serialises")
-                .into(),
+        match answer {
+            Answer::Result(v) => StoredAnswer::written(false, v),
+            Answer::Error(v) => StoredAnswer::new_error(v),
         }
     }
 
     /// The stored form of the ack `Answer::Result(result)`.
     pub fn new_result(result: &Value) -> StoredAnswer {
+        StoredAnswer::written(false, result)
+    }
+
+    /// The stored form of the rejection `Answer::Error(error)`.
+    pub fn new_error(error: &Value) -> StoredAnswer {
+        StoredAnswer::written(true, error)
+    }
+
+    fn written(error: bool, v: &Value) -> StoredAnswer {
         StoredAnswer {
-            error: false,
-            json: serde_json::value::to_raw_value(result)
+            error,
+            json: serde_json::value::to_raw_value(v)
                 .expect("a Value always serialises")
                 .into(),
         }

@@ -372,40 +372,24 @@ fn fold_read(sid: &str, log: &LogBytes, history: &[u8]) -> Result<Session, (bool
     Ok(s)
 }
 
-/// A `session/resume` answer (built before its own intake is folded):
-/// the history (a snapshot of the view, or none when the request's
-/// cursor is followed by a suffix), the pending requests, the session, and
-/// the head cursor; both approval modes say `replay` (the answer is
-/// built before the resume's own intake is folded). Written as text in place: the log and the line hold
-/// the text, and building then serialising a tree of the whole view was
-/// most of a resume's cost (issue 10). A test compares it with the tree.
-fn resume_j<'a>(
-    s: &'a Session,
-    status: &'a str,
-    path: &'a str,
-    head: &'a str,
-    cursor_suffix: bool,
-) -> J<'a> {
-    let history = if cursor_suffix {
-        J::Obj(vec![
+/// A `session/resume` answer: the `session/read` answer of the session,
+/// its history none (the request's cursor is followed by a suffix) or the
+/// snapshot, and both approval modes `replay` (the answer is built before
+/// the resume's own intake is folded). Written as text in place: the log
+/// and the line hold the text, and building then serialising a tree of
+/// the whole view was most of a resume's cost (issue 10). A test compares
+/// it with the tree.
+fn resume_j<'a>(s: &'a Session, status: &'a str, path: &'a str, cursor_suffix: bool) -> J<'a> {
+    let mut j = session_read_j(s, status, path);
+    if cursor_suffix {
+        *j.member_mut(&["history"])
+            .expect("a read answer has a history") = J::Obj(vec![
             ("items", J::Null),
             ("mode", J::S("none")),
             ("noneReason", J::S("cursorSuffix")),
             ("snapshot", J::Null),
-        ])
-    } else {
-        J::Obj(vec![
-            ("items", J::Null),
-            ("mode", J::S("snapshot")),
-            ("snapshot", snapshot_j(s)),
-        ])
-    };
-    let mut j = J::Obj(vec![
-        ("history", history),
-        ("pendingRequests", pending_requests_j(s)),
-        ("session", session_j(s, status, path)),
-        ("viewCursor", J::S(head)),
-    ]);
+        ]);
+    }
     for p in [
         &["session", "approvalMode", "source"][..],
         &["history", "snapshot", "state", "approvalMode", "source"],
@@ -417,28 +401,27 @@ fn resume_j<'a>(
     j
 }
 
+/// A loaded session's `status`.
+fn loaded_status(s: &Session) -> &'static str {
+    if s.running.is_some() {
+        "running"
+    } else {
+        "idle"
+    }
+}
+
 impl Host {
     /// [`resume_j`] of a loaded session, as the text an ack stores.
-    pub(crate) fn resume_answer(&self, sid: &str, head: &str, cursor_suffix: bool) -> StoredAnswer {
+    pub(crate) fn resume_answer(&self, sid: &str, cursor_suffix: bool) -> StoredAnswer {
         let s = &self.loaded(sid).expect("loaded").s;
-        let status = if s.running.is_some() {
-            "running"
-        } else {
-            "idle"
-        };
         let path = self.log_path(sid);
-        let text = resume_j(s, status, &path, head, cursor_suffix).to_vec();
+        let text = resume_j(s, loaded_status(s), &path, cursor_suffix).to_vec();
         StoredAnswer::result_text(String::from_utf8(text).expect("the writer writes UTF-8"))
     }
 
     pub(crate) fn session_json(&self, sid: &str) -> Value {
-        let l = self.loaded(sid).expect("loaded");
-        let status = if l.s.running.is_some() {
-            "running"
-        } else {
-            "idle"
-        };
-        session_value(&l.s, status, &self.log_path(sid))
+        let s = &self.loaded(sid).expect("loaded").s;
+        session_value(s, loaded_status(s), &self.log_path(sid))
     }
 
     /// Subscribes `conn` and sends the durable events after `after`
@@ -708,12 +691,8 @@ impl Host {
                 self.enqueue(conn, line, None, Some(id.clone()));
             }
             Read::SessionRead { .. } => {
-                let status = if l.s.running.is_some() {
-                    "running"
-                } else {
-                    "idle"
-                };
                 let path = self.log_path(sid);
+                let status = loaded_status(&l.s);
                 let line = envelope::response_line_j(id, &session_read_j(&l.s, status, &path));
                 let gate = self.gate_now(sid);
                 self.enqueue(conn, line, gate, Some(id.clone()));
@@ -947,7 +926,7 @@ mod tests {
                 for suffix in [false, true] {
                     let head = s.cursor(s.head_n());
                     let want = reference::resume(&s, status, path, &head, suffix);
-                    let got = resume_j(&s, status, path, &head, suffix).to_vec();
+                    let got = resume_j(&s, status, path, suffix).to_vec();
                     assert_eq!(got, bytes(&want), "resume, suffix {suffix}");
                     assert!(
                         String::from_utf8(got)

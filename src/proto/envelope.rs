@@ -274,28 +274,23 @@ pub fn response_line_j(id: &RequestId, result: &J<'_>) -> Vec<u8> {
 /// As [`response_line`], with the result already serialised: the same
 /// bytes as the tree it was written from.
 pub fn response_line_raw(id: &RequestId, result: &serde_json::value::RawValue) -> Vec<u8> {
-    line(&[
-        ("id", &J::V(id)),
-        ("jsonrpc", &J::S("2.0")),
-        ("result", &J::Raw(result)),
-    ])
+    response_line_j(id, &J::Raw(result))
 }
 
 /// An error response line (with `\n`).
 pub fn error_line(id: &RequestId, error: &RpcError) -> Vec<u8> {
-    let error = error.to_value();
-    line(&[
-        ("error", &J::V(&error)),
-        ("id", &J::V(id)),
-        ("jsonrpc", &J::S("2.0")),
-    ])
+    error_line_j(id, &J::Val(error.to_value()))
 }
 
 /// As [`error_line`], with the error object already written in today's
 /// shape (by [`RpcError::into_value`], then serialised): copied as it is.
 pub fn error_line_raw(id: &RequestId, error: &serde_json::value::RawValue) -> Vec<u8> {
+    error_line_j(id, &J::Raw(error))
+}
+
+fn error_line_j(id: &RequestId, error: &J<'_>) -> Vec<u8> {
     line(&[
-        ("error", &J::Raw(error)),
+        ("error", error),
         ("id", &J::V(id)),
         ("jsonrpc", &J::S("2.0")),
     ])
@@ -303,12 +298,7 @@ pub fn error_line_raw(id: &RequestId, error: &serde_json::value::RawValue) -> Ve
 
 /// A notification line (with `\n`) carrying `emittedAtMs`.
 pub fn notification_line(method: &str, params: &Value, emitted_at_ms: u64) -> Vec<u8> {
-    line(&[
-        ("emittedAtMs", &J::U(emitted_at_ms)),
-        ("jsonrpc", &J::S("2.0")),
-        ("method", &J::S(method)),
-        ("params", &J::V(params)),
-    ])
+    notification_line_j(method, &J::V(params), emitted_at_ms)
 }
 
 /// As [`notification_line`], with params already serialised (an event
@@ -318,22 +308,21 @@ pub fn notification_line_raw(
     params: &serde_json::value::RawValue,
     emitted_at_ms: u64,
 ) -> Vec<u8> {
+    notification_line_j(method, &J::Raw(params), emitted_at_ms)
+}
+
+fn notification_line_j(method: &str, params: &J<'_>, emitted_at_ms: u64) -> Vec<u8> {
     line(&[
         ("emittedAtMs", &J::U(emitted_at_ms)),
         ("jsonrpc", &J::S("2.0")),
         ("method", &J::S(method)),
-        ("params", &J::Raw(params)),
+        ("params", params),
     ])
 }
 
 /// A server-to-client request line (with `\n`).
 pub fn server_request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
-    line(&[
-        ("id", &J::U(id)),
-        ("jsonrpc", &J::S("2.0")),
-        ("method", &J::S(method)),
-        ("params", &J::V(params)),
-    ])
+    server_request_line_j(id, method, &J::V(params))
 }
 
 /// As [`server_request_line`], with params already serialised: the same
@@ -343,11 +332,15 @@ pub fn server_request_line_raw(
     method: &str,
     params: &serde_json::value::RawValue,
 ) -> Vec<u8> {
+    server_request_line_j(id, method, &J::Raw(params))
+}
+
+fn server_request_line_j(id: u64, method: &str, params: &J<'_>) -> Vec<u8> {
     line(&[
         ("id", &J::U(id)),
         ("jsonrpc", &J::S("2.0")),
         ("method", &J::S(method)),
-        ("params", &J::Raw(params)),
+        ("params", params),
     ])
 }
 
@@ -369,16 +362,7 @@ pub fn is_view_frame_of(line: &[u8], sid: &str) -> bool {
 fn line(members: &[(&str, &J<'_>)]) -> Vec<u8> {
     debug_assert!(members.windows(2).all(|w| w[0].0 < w[1].0), "sorted keys");
     let mut out = Vec::with_capacity(128);
-    out.push(b'{');
-    for (i, (k, v)) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        super::jwrite::write_str(&mut out, k);
-        out.push(b':');
-        v.write(&mut out);
-    }
-    out.push(b'}');
+    super::jwrite::write_object(&mut out, members.iter().map(|(k, v)| (*k, *v)));
     debug_assert!(!out.contains(&b'\n'));
     out.push(b'\n');
     out

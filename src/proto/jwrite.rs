@@ -64,10 +64,7 @@ impl<'a> J<'a> {
                     members.windows(2).all(|w| w[0].0 < w[1].0),
                     "keys in serde_json's order"
                 );
-                write_seq(out, b"{}", members, |out, (k, v)| {
-                    write_member_name(out, k);
-                    v.write(out);
-                });
+                write_object(out, members.iter().map(|(k, v)| (*k, v)));
             }
             J::Arr(items) => write_seq(out, b"[]", items, |out, v| v.write(out)),
         }
@@ -200,15 +197,23 @@ fn write_seq<T>(
     out.push(brackets[1]);
 }
 
-/// A member's name and its colon.
-fn write_member_name(out: &mut Vec<u8>, k: &str) {
-    write_str(out, k);
-    out.push(b':');
+/// An object of `members`, each a name and a value written in place
+/// (the caller lists them in serde_json's key order).
+pub(crate) fn write_object<'m, 'j: 'm>(
+    out: &mut Vec<u8>,
+    members: impl IntoIterator<Item = (&'m str, &'m J<'j>)>,
+) {
+    write_seq(out, b"{}", members, |out, (k, v)| {
+        write_str(out, k);
+        out.push(b':');
+        v.write(out);
+    });
 }
 
 fn write_map(out: &mut Vec<u8>, m: &Map<String, Value>) {
     write_seq(out, b"{}", m, |out, (k, v)| {
-        write_member_name(out, k);
+        write_str(out, k);
+        out.push(b':');
         write_value(out, v);
     });
 }

@@ -20,7 +20,9 @@
 //!
 //! - a request completes `Ok` only after a `sync_data` of its file that
 //!   began after the request was submitted (so after its bytes were
-//!   written: the driver appends before it submits);
+//!   written: the driver appends before it submits); requests of one file
+//!   in one batch share one `sync_data` (the intake journal: every round
+//!   asks for an fsync of the same file);
 //! - every request submitted before [`close`] completes exactly once, with
 //!   the result of its own sync, even when `close` races a batch in flight;
 //!   a request submitted after `close` is handed back, never completed.
@@ -300,7 +302,13 @@ fn worker<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>) {
                 let id = st.next_run_id;
                 st.next_run_id += 1;
                 st.running.push((Arc::clone(&p.file), id));
-                break (p, id);
+                // The batch's other requests of the same file share this
+                // sync: it begins after all of them were submitted.
+                let (same, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut st.todo)
+                    .into_iter()
+                    .partition(|q: &Pending<F, K>| Arc::ptr_eq(&q.file, &p.file));
+                st.todo = others;
+                break (p, same, id);
             }
             if st.closing && !st.in_flight && st.waiting.is_empty() {
                 return;
@@ -310,7 +318,7 @@ fn worker<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>) {
             st.idle -= 1;
         };
         drop(st);
-        let (p, id) = job;
+        let (p, same, id) = job;
         let result = p.file.sync_data();
         let mut st = lock(&shared.state);
         st.running.retain(|(_, i)| *i != id);
@@ -322,6 +330,13 @@ fn worker<F: SyncData, K: Send + 'static>(shared: &Shared<F, K>) {
             st.done.push(Synced {
                 key,
                 upto,
+                result: result.clone(),
+            });
+        }
+        for q in same {
+            st.done.push(Synced {
+                key: q.key,
+                upto: q.upto,
                 result: result.clone(),
             });
         }

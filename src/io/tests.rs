@@ -134,6 +134,33 @@ fn requests_submitted_during_a_batch_form_the_next_one() {
 }
 
 #[test]
+fn requests_of_one_file_in_one_batch_share_one_sync() {
+    let (mut c, rx) = committer(4);
+    let journal = counted(false);
+    let other = counted(false);
+    let mut reqs: Vec<SyncRequest<Counted, u32>> = (0..5)
+        .map(|k| SyncRequest {
+            file: Arc::clone(&journal),
+            upto: k,
+            key: k as u32,
+        })
+        .collect();
+    reqs.push(SyncRequest {
+        file: Arc::clone(&other),
+        upto: 9,
+        key: 9,
+    });
+    c.submit(reqs).expect("open");
+    let mut keys: Vec<u32> = recv(&rx).into_iter().map(|s| s.key).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, vec![0, 1, 2, 3, 4, 9], "every request completes once");
+    assert_eq!(journal.syncs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(other.syncs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    c.close();
+    assert!(rx.try_recv().is_err(), "nothing completes twice");
+}
+
+#[test]
 fn close_drains_waiting_requests_and_then_refuses_new_ones() {
     let (mut c, rx) = committer(1);
     let a = counted(false);
@@ -152,7 +179,11 @@ fn close_drains_waiting_requests_and_then_refuses_new_ones() {
         n += batch.len();
     }
     assert_eq!(n, 5, "everything submitted before close completed");
-    assert_eq!(a.syncs.load(std::sync::atomic::Ordering::SeqCst), 5);
+    assert_eq!(
+        a.syncs.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "the first request's sync, then one shared by the four that waited"
+    );
     let back = c
         .submit(vec![SyncRequest {
             file: a,

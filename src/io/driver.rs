@@ -64,8 +64,10 @@ pub const ROUND_INPUTS_MAX: usize = 256;
 /// core.
 pub const SYNC_WORKERS: usize = 16;
 
-/// What a sync request is called: the session and its files' epoch.
-type SyncKey = (String, u64);
+/// What a sync request is called: the sessions it makes durable, each with
+/// its files' epoch and the log length the sync covers (one session for an
+/// fsync of its log; every session synced this round for a journal fsync).
+type SyncKey = Vec<(String, u64, u64)>;
 
 /// Where clients come from.
 #[derive(Debug)]
@@ -130,8 +132,10 @@ struct Driver {
     inflight_io_count: usize,
     /// Frames gathered this round, per connection, and how many.
     sends: BTreeMap<ConnId, (Vec<u8>, usize)>,
-    /// Syncs gathered this round.
+    /// Syncs gathered this round (journaling: the sessions, for one
+    /// request at the round's end).
     syncs: Vec<SyncRequest<std::fs::File, SyncKey>>,
+    journal_syncs: SyncKey,
     /// fdatasyncs asked of the committer, and batches it completed.
     sync_count: u64,
     batch_count: u64,
@@ -176,9 +180,16 @@ pub async fn run_with_providers(
         }),
         CommitBug::None,
     );
+    let storage = match open_storage(&cfg, layout) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("msp serve: {e}");
+            return 1;
+        }
+    };
     let mut d = Driver {
         host: Host::new(cfg, wall_ms()),
-        storage: Storage::new(layout),
+        storage,
         conns: BTreeMap::new(),
         io_tx,
         committer,
@@ -189,6 +200,7 @@ pub async fn run_with_providers(
         inflight_io_count: 0,
         sends: BTreeMap::new(),
         syncs: Vec::new(),
+        journal_syncs: Vec::new(),
         sync_count: 0,
         batch_count: 0,
     };
@@ -286,6 +298,11 @@ pub async fn run_with_providers(
         // Gave up on a sync that never came back: do not wait for it.
         d.committer.detach();
     }
+    if d.storage.held_count() == 0 {
+        if let Err(e) = d.storage.close() {
+            eprintln!("msp serve: removing the intake journal: {e}");
+        }
+    }
     // Read by the benchmarks (acks per fsync); harmless elsewhere.
     eprintln!(
         "msp serve: {} fdatasyncs in {} batches",
@@ -296,6 +313,39 @@ pub async fn run_with_providers(
         let _ = std::fs::remove_file(p);
     }
     code
+}
+
+/// The storage of a durable host: replays the journals of dead processes
+/// (before anything is served), then starts this process's journal.
+fn open_storage(cfg: &HostConfig, layout: super::storage::Layout) -> Result<Storage, String> {
+    if cfg.durability != crate::core::Durability::Durable {
+        return Ok(Storage::new(layout));
+    }
+    let guard = super::storage::Leases::new(());
+    let rec = super::journal::recover_dead(&layout, &guard)
+        .map_err(|e| format!("replaying the intake journals: {e}"))?;
+    if rec.journals > 0 {
+        eprintln!(
+            "msp serve: replayed {} entries of {} dead intake journals ({} removed)",
+            rec.entries, rec.journals, rec.removed
+        );
+    }
+    let id = uuid::Uuid::now_v7().to_string();
+    let mut journal = super::journal::Journal::create(&layout, id)
+        .map_err(|e| format!("creating the intake journal: {e}"))?;
+    // Small segments exercise checkpoints in tests.
+    if let Some(bytes) = std::env::var("MSP_JOURNAL_SEGMENT_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        journal = journal.with_segment_bytes(bytes);
+    }
+    Ok(Storage::with_journal(
+        layout,
+        guard,
+        journal,
+        cfg.group_commit,
+    ))
 }
 
 impl Driver {
@@ -385,17 +435,18 @@ impl Driver {
     /// drained on its own, in the order the batch lists them.
     fn on_synced(&mut self, batch: Vec<Synced<SyncKey>>) {
         self.batch_count += 1;
-        for Synced { key, upto, result } in batch {
+        for Synced { key, result, .. } in batch {
             debug_assert!(self.inflight_io_count > 0, "every completion was submitted");
             self.inflight_io_count -= 1;
-            let (session, epoch) = key;
-            let now = wall_ms();
-            match self.storage.sync_done(&session, epoch, result) {
-                Some(Ok(())) => self.host.handle_synced(&session, upto, now),
-                Some(Err(e)) => self.host.handle_storage_failed(&session, &e, now),
-                None => {}
+            for (session, epoch, upto) in key {
+                let now = wall_ms();
+                match self.storage.sync_done(&session, epoch, result.clone()) {
+                    Some(Ok(())) => self.host.handle_synced(&session, upto, now),
+                    Some(Err(e)) => self.host.handle_storage_failed(&session, &e, now),
+                    None => {}
+                }
+                self.pump();
             }
-            self.pump();
         }
     }
 
@@ -432,28 +483,84 @@ impl Driver {
         while let Some(conn) = self.sends.keys().next().copied() {
             self.hand_over(conn);
         }
+        self.flush_journal();
         if !self.syncs.is_empty() {
             let reqs = std::mem::take(&mut self.syncs);
             self.sync_count += reqs.len() as u64;
+            self.inflight_io_count += reqs.len();
             if let Err(back) = self.committer.submit(reqs) {
                 // The committer only closes after the loop: never here.
                 for r in back {
                     self.inflight_io_count -= 1;
-                    let (session, _) = r.key;
-                    self.deferred.push_back(Deferred::StorageFailed(
-                        session,
-                        "the group committer has stopped".into(),
-                    ));
+                    for (session, _, _) in r.key {
+                        self.deferred.push_back(Deferred::StorageFailed(
+                            session,
+                            "the group committer has stopped".into(),
+                        ));
+                    }
                 }
             }
         }
         // A refused hand-over or submission is an input to feed now.
         if !self.deferred.is_empty() {
             self.pump();
-            if !self.sends.is_empty() || !self.syncs.is_empty() {
+            if !self.sends.is_empty() || !self.syncs.is_empty() || !self.journal_syncs.is_empty() {
                 self.end_round();
             }
         }
+    }
+
+    /// Journaling: writes the round's journal entries and turns the round's
+    /// syncs into one request, an fsync of the journal segment that holds
+    /// them; starts a checkpoint when the segment is full.
+    fn flush_journal(&mut self) {
+        if !self.storage.journaling() {
+            return;
+        }
+        let flushed = self.storage.flush_journal();
+        // A full segment is fsynced before the next one takes entries, so a
+        // request for the segment of this round's entries also covers each
+        // session's earlier ones.
+        let rotated = self.storage.rotate_journal();
+        let mut failed = Vec::new();
+        match flushed {
+            Ok(Some(segment)) if !self.journal_syncs.is_empty() => {
+                self.syncs.push(SyncRequest {
+                    file: segment,
+                    upto: 0,
+                    key: std::mem::take(&mut self.journal_syncs),
+                });
+            }
+            Ok(_) => {}
+            Err((e, mut sessions)) => {
+                // The sessions that asked for a sync this round may have
+                // had entries in the lost write: they fail too.
+                let asked = std::mem::take(&mut self.journal_syncs);
+                sessions.extend(
+                    self.storage
+                        .mark_failed(asked.into_iter().map(|(s, _, _)| s).collect()),
+                );
+                failed.push((e, sessions));
+            }
+        }
+        match rotated {
+            Ok(Some(checkpoint)) => {
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = checkpoint.run() {
+                        eprintln!("msp serve: {e}");
+                    }
+                });
+            }
+            Ok(None) => {}
+            Err(e) => failed.push(e),
+        }
+        for (e, sessions) in failed {
+            for s in sessions {
+                self.deferred
+                    .push_back(Deferred::StorageFailed(s, e.clone()));
+            }
+        }
+        debug_assert!(self.journal_syncs.is_empty(), "every sync asked went out");
     }
 
     /// Runs `job` on a blocking thread; its result comes back as an input.
@@ -498,8 +605,9 @@ impl Driver {
             } => {
                 let layout = self.storage.layout().clone();
                 let guard = self.storage.guard().clone();
+                let ticket = self.storage.begin_open();
                 self.spawn_io(move || {
-                    let (result, files) = open_session(&layout, &guard, &session, mode);
+                    let (result, files) = open_session(&layout, &guard, &session, mode, ticket);
                     IoEvent::Opened {
                         token,
                         session,
@@ -572,12 +680,15 @@ impl Driver {
             } => {
                 let step = self.storage.begin_sync(&session);
                 if let Some(job) = self.storage_step(&session, step) {
-                    self.inflight_io_count += 1;
-                    self.syncs.push(SyncRequest {
-                        file: job.file,
-                        upto: upto_bytes,
-                        key: (session, job.epoch),
-                    });
+                    if self.storage.journaling() {
+                        self.journal_syncs.push((session, job.epoch, upto_bytes));
+                    } else {
+                        self.syncs.push(SyncRequest {
+                            file: job.file,
+                            upto: upto_bytes,
+                            key: vec![(session, job.epoch, upto_bytes)],
+                        });
+                    }
                 }
             }
             Output::Release { session } => self.storage.release(&session),

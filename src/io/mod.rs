@@ -11,6 +11,8 @@
 //!   and a writer task per connection, talking to the driver over channels);
 //! - [`storage`]: session logs (append, truncate, open and read on blocking
 //!   threads);
+//! - [`journal`]: the intake journal, one file per process whose fsync
+//!   makes every session's appends durable at once (and its replay);
 //! - [`commit`]: group commit across sessions (one batch of fsyncs at a
 //!   time, run by a pool of sync workers);
 //! - [`lease`]: the registry of this process's session leases (OS advisory
@@ -34,6 +36,7 @@ pub mod driver;
 pub mod effects;
 pub mod failpoint;
 pub mod flock;
+pub mod journal;
 pub mod lease;
 pub mod shim;
 pub mod storage;

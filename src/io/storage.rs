@@ -35,6 +35,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::journal::{Checkpoint, Holder, Journal};
 use super::lease::{Lease, LeaseRegistry, Take};
 use crate::core::{CompactStep, HistoryResult, OpenMode, OpenResult, ReadResult};
 
@@ -105,20 +106,33 @@ pub fn valid_session_id(sid: &str) -> bool {
 pub struct OpenedFiles {
     log: Arc<File>,
     lease: Lease<File>,
+    epoch: u64,
+    len: u64,
+}
+
+/// What [`Storage::begin_open`] hands to [`open_session`]: the epoch the
+/// open starts and this process's journal, which the open names in the
+/// session's `holder` (see [`super::journal`]).
+#[derive(Debug, Clone)]
+pub struct OpenTicket {
+    epoch: u64,
+    journal: Option<String>,
 }
 
 /// This process's lease registry over real lock files.
 pub type Leases = LeaseRegistry<File>;
 
 /// Carries out `Output::Open` (blocking): creates the session directory for
-/// `OpenMode::Create`, takes the lease, reads the whole log.
+/// `OpenMode::Create`, takes the lease, replays what a dead holder
+/// journaled, makes the log durable, writes `holder`, reads the whole log.
 pub fn open_session(
     layout: &Layout,
     guard: &Leases,
     sid: &str,
     mode: OpenMode,
+    ticket: OpenTicket,
 ) -> (OpenResult, Option<OpenedFiles>) {
-    match try_open(layout, guard, sid, mode) {
+    match try_open(layout, guard, sid, mode, ticket) {
         Ok(r) => r,
         Err(e) => (
             OpenResult::Failed(format!("opening session {sid}: {e}")),
@@ -132,6 +146,7 @@ fn try_open(
     guard: &Leases,
     sid: &str,
     mode: OpenMode,
+    ticket: OpenTicket,
 ) -> io::Result<(OpenResult, Option<OpenedFiles>)> {
     if !valid_session_id(sid) {
         return Ok((
@@ -181,13 +196,21 @@ fn try_open(
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
+    let epoch = ticket.epoch;
+    if let Some(journal) = ticket.journal {
+        super::journal::replay_session(layout, &journal, sid)?;
+        super::journal::write_holder(layout, sid, &Holder { journal, epoch })?;
+    }
     sync_dir(&dir)?;
     let log = std::fs::read(&log_path)?;
+    let len = log.len() as u64;
     Ok((
         OpenResult::Opened { log: log.into() },
         Some(OpenedFiles {
             log: Arc::new(file),
             lease,
+            epoch,
+            len,
         }),
     ))
 }
@@ -260,6 +283,10 @@ pub struct CompactJob {
     pub epoch: u64,
     /// `MSP_CRASH_AT` names a step of this compaction: abort there.
     pub abort_at: Option<CompactStep>,
+    /// With a journal: the new epoch `holder` names before the rename.
+    holder: Option<Holder>,
+    /// Whether the old log has journaled appends to fsync first.
+    sync_old: bool,
 }
 
 impl CompactJob {
@@ -282,6 +309,11 @@ impl CompactJob {
 
     fn steps(&self) -> io::Result<File> {
         let dir = self.layout.session_dir(&self.sid);
+        // 0. The journal's entries of the old log become stale below (a
+        //    new epoch): the old log must not need them any more.
+        if self.sync_old {
+            self.old_log.sync_data()?;
+        }
         // 1. The archive: cut what an interrupted compaction left, append
         //    the log's archivable bytes, sync.
         let archive_path = self.layout.archive_path(&self.sid);
@@ -339,6 +371,11 @@ impl CompactJob {
         new_log.set_len(0)?;
         new_log.write_all(&self.snapshot)?;
         new_log.sync_data()?;
+        // The new epoch before the rename: after it, no entry of the old
+        // log may be replayed onto the new one.
+        if let Some(h) = &self.holder {
+            super::journal::write_holder(&self.layout, &self.sid, h)?;
+        }
         self.failpoint(CompactStep::Written);
         // 3. The rename; 4. the directory.
         std::fs::rename(&tmp, self.layout.log_path(&self.sid))?;
@@ -375,9 +412,27 @@ struct Held {
     log: Arc<File>,
     _lease: Lease<File>,
     epoch: u64,
+    /// The epoch its journal entries carry (the one `holder` names).
+    journal_epoch: u64,
+    /// The log's length, appends included.
+    len: u64,
+    /// Appends were journaled since the log's last fsync: it must be
+    /// fsynced before the lease goes.
+    dirty: bool,
     failed: bool,
     /// A compaction is running: appends wait here for the new log.
-    compacting: Option<Vec<Vec<u8>>>,
+    compacting: Option<Compacting>,
+}
+
+/// A compaction in flight.
+#[derive(Debug)]
+struct Compacting {
+    /// Appends made meanwhile, for the new log.
+    queued: Vec<Vec<u8>>,
+    /// The new log's length (its snapshot).
+    len: u64,
+    /// The epoch of the new log.
+    journal_epoch: u64,
 }
 
 /// An fsync for the group committer; its result goes back to
@@ -408,16 +463,46 @@ pub struct Storage {
     guard: Leases,
     held: BTreeMap<String, Held>,
     next_epoch: u64,
+    /// This process's intake journal (a durable `msp serve` always has
+    /// one: its id goes into every `holder` it writes).
+    journal: Option<Journal>,
+    /// Whether appends are journaled and syncs are journal fsyncs (group
+    /// commit); otherwise each sync is an fsync of the session's log.
+    journaling: bool,
+    /// Released sessions whose log could not be fsynced: their leases stay
+    /// held (their journal entries are still needed) until the process
+    /// ends.
+    zombies: Vec<Held>,
 }
 
 impl Storage {
-    /// Storage over a data directory layout.
+    /// Storage over a data directory layout, without a journal (each sync
+    /// an fsync of its log).
     pub fn new(layout: Layout) -> Storage {
         Storage {
             layout,
             guard: Leases::new(()),
             held: BTreeMap::new(),
             next_epoch: 1,
+            journal: None,
+            journaling: false,
+            zombies: Vec::new(),
+        }
+    }
+
+    /// Storage with this process's journal; `journaling`: syncs go
+    /// through it.
+    pub fn with_journal(
+        layout: Layout,
+        guard: Leases,
+        journal: Journal,
+        journaling: bool,
+    ) -> Storage {
+        Storage {
+            guard,
+            journal: Some(journal),
+            journaling,
+            ..Storage::new(layout)
         }
     }
 
@@ -431,20 +516,40 @@ impl Storage {
         &self.guard
     }
 
+    /// Whether syncs are journal fsyncs.
+    pub fn journaling(&self) -> bool {
+        self.journaling
+    }
+
     /// Whether this process holds the session's lease.
     pub fn holds(&self, sid: &str) -> bool {
         self.held.contains_key(sid)
     }
 
-    /// Records a successful open: the session's files are now this
-    /// process's, under a fresh epoch.
-    pub fn install(&mut self, sid: &str, files: OpenedFiles) {
-        let epoch = self.next_epoch;
+    fn fresh_epoch(&mut self) -> u64 {
+        let e = self.next_epoch;
         self.next_epoch += 1;
+        e
+    }
+
+    /// What an `Output::Open` passes to [`open_session`]: a fresh epoch.
+    pub fn begin_open(&mut self) -> OpenTicket {
+        OpenTicket {
+            epoch: self.fresh_epoch(),
+            journal: self.journal.as_ref().map(|j| j.id().to_string()),
+        }
+    }
+
+    /// Records a successful open: the session's files are now this
+    /// process's, under the open's epoch.
+    pub fn install(&mut self, sid: &str, files: OpenedFiles) {
         let held = Held {
             log: files.log,
             _lease: files.lease,
-            epoch,
+            epoch: files.epoch,
+            journal_epoch: files.epoch,
+            len: files.len,
+            dirty: false,
             failed: false,
             compacting: None,
         };
@@ -455,7 +560,7 @@ impl Storage {
         );
     }
 
-    fn with_held<T>(&mut self, sid: &str, op: impl FnOnce(&Held) -> io::Result<T>) -> Step<T> {
+    fn with_held<T>(&mut self, sid: &str, op: impl FnOnce(&mut Held) -> io::Result<T>) -> Step<T> {
         let Some(h) = self.held.get_mut(sid) else {
             return Step::Failed(format!("session {sid} has no open log"));
         };
@@ -472,19 +577,26 @@ impl Storage {
     }
 
     /// `Output::Append`: writes at the end of the log (volatile until a
-    /// sync covers it); while a compaction runs, the bytes wait for the new
-    /// log.
+    /// sync covers it) and, journaling, into this round's journal entries;
+    /// while a compaction runs, the bytes wait for the new log.
     pub fn append(&mut self, sid: &str, bytes: &[u8]) -> Step<()> {
-        if let Some(q) = self
+        if let Some(c) = self
             .held
             .get_mut(sid)
             .filter(|h| !h.failed)
             .and_then(|h| h.compacting.as_mut())
         {
-            q.push(bytes.to_vec());
+            c.queued.push(bytes.to_vec());
             return Step::Done(());
         }
-        self.with_held(sid, |h| (&*h.log).write_all(bytes))
+        let journal = self.journal.as_mut().filter(|_| self.journaling);
+        let Some(h) = self.held.get_mut(sid) else {
+            return Step::Failed(format!("session {sid} has no open log"));
+        };
+        if h.failed {
+            return Step::Skipped;
+        }
+        append_to(sid, h, journal, bytes)
     }
 
     /// `Output::Compact`: the job to run on a blocking thread. `abort_at`:
@@ -499,6 +611,12 @@ impl Storage {
         abort_at: Option<CompactStep>,
     ) -> Step<CompactJob> {
         let layout = self.layout.clone();
+        let journal_epoch = self.fresh_epoch();
+        let holder = self.journal.as_ref().map(|j| Holder {
+            journal: j.id().to_string(),
+            epoch: journal_epoch,
+        });
+        let len = snapshot.len() as u64;
         let step = self.with_held(sid, |h| {
             Ok(CompactJob {
                 layout,
@@ -510,11 +628,17 @@ impl Storage {
                 archive_len_bytes,
                 epoch: h.epoch,
                 abort_at,
+                holder,
+                sync_old: h.dirty,
             })
         });
         if let (Step::Done(_), Some(h)) = (&step, self.held.get_mut(sid)) {
             debug_assert!(h.compacting.is_none(), "one compaction at a time");
-            h.compacting = Some(Vec::new());
+            h.compacting = Some(Compacting {
+                queued: Vec::new(),
+                len,
+                journal_epoch,
+            });
         }
         step
     }
@@ -529,11 +653,12 @@ impl Storage {
         epoch: u64,
         result: Result<File, String>,
     ) -> Option<Result<(), String>> {
+        let journal = self.journal.as_mut().filter(|_| self.journaling);
         let h = self.held.get_mut(sid)?;
         if h.epoch != epoch || h.failed {
             return None;
         }
-        let queued = h.compacting.take().unwrap_or_default();
+        let c = h.compacting.take()?;
         let file = match result {
             Ok(f) => f,
             Err(e) => {
@@ -542,10 +667,14 @@ impl Storage {
             }
         };
         h.log = Arc::new(file);
-        for bytes in queued {
-            if let Err(e) = (&*h.log).write_all(&bytes) {
-                h.failed = true;
-                return Some(Err(e.to_string()));
+        h.len = c.len;
+        h.journal_epoch = c.journal_epoch;
+        // Both the old log and the new one were fsynced.
+        h.dirty = false;
+        let mut journal = journal;
+        for bytes in c.queued {
+            if let Step::Failed(e) = append_to(sid, h, journal.as_deref_mut(), &bytes) {
+                return Some(Err(e));
             }
         }
         Some(Ok(()))
@@ -555,6 +684,7 @@ impl Storage {
     pub fn truncate(&mut self, sid: &str, len_bytes: u64) -> Step<()> {
         self.with_held(sid, |h| {
             h.log.set_len(len_bytes)?;
+            h.len = len_bytes;
             h.log.sync_data()
         })
     }
@@ -567,6 +697,44 @@ impl Storage {
                 epoch: h.epoch,
             })
         })
+    }
+
+    /// Journaling: writes this round's entries; returns the segment whose
+    /// fsync makes them durable. On an error, the sessions whose entries
+    /// were lost are marked failed and come back with the error (feed
+    /// `handle_storage_failed` for each).
+    pub fn flush_journal(&mut self) -> Result<Option<Arc<File>>, (String, Vec<String>)> {
+        let Some(j) = self.journal.as_mut().filter(|_| self.journaling) else {
+            return Ok(None);
+        };
+        j.flush()
+            .map(Some)
+            .map_err(|(e, sids)| (e, self.mark_failed(sids)))
+    }
+
+    /// After a flush: the checkpoint to run when the journal moved to a new
+    /// segment. On an error, the sessions that relied on the old segment
+    /// are marked failed and come back with the error.
+    pub fn rotate_journal(&mut self) -> Result<Option<Checkpoint>, (String, Vec<String>)> {
+        let Some(j) = self.journal.as_mut().filter(|_| self.journaling) else {
+            return Ok(None);
+        };
+        j.rotate_if_full()
+            .map_err(|(e, sids)| (e, self.mark_failed(sids)))
+    }
+
+    /// Marks the sessions failed (later operations are skipped until the
+    /// core releases them); returns those that were not already.
+    pub fn mark_failed(&mut self, sids: Vec<String>) -> Vec<String> {
+        sids.into_iter()
+            .filter(|sid| match self.held.get_mut(sid) {
+                Some(h) if !h.failed => {
+                    h.failed = true;
+                    true
+                }
+                _ => false,
+            })
+            .collect()
     }
 
     /// A sync finished. `None`: stale (old epoch or already failed), feed
@@ -588,15 +756,53 @@ impl Storage {
         Some(result)
     }
 
-    /// `Output::Release`: closes the log and drops the lease.
+    /// `Output::Release`: closes the log and drops the lease. A log with
+    /// journaled appends is fsynced first (the next holder will not replay
+    /// this live process's journal); if that fails the lease is kept until
+    /// the process ends, when the journal's replay covers it.
     pub fn release(&mut self, sid: &str) {
-        self.held.remove(sid);
+        let Some(h) = self.held.remove(sid) else {
+            return;
+        };
+        if h.dirty {
+            if let Err(e) = h.log.sync_data() {
+                eprintln!("msp serve: fsync of session {sid} at release failed ({e}); its lease stays held");
+                self.zombies.push(h);
+            }
+        }
     }
 
     /// How many sessions this process holds.
     pub fn held_count(&self) -> usize {
         self.held.len()
     }
+
+    /// At an orderly exit, once every session is released: removes the
+    /// journal (every log it covered was fsynced at its release). A
+    /// journal that still covers a log stays for the next start's replay.
+    pub fn close(&mut self) -> io::Result<()> {
+        if !self.held.is_empty() || !self.zombies.is_empty() {
+            return Ok(());
+        }
+        match self.journal.take() {
+            Some(j) => j.remove(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes `bytes` at the end of `h`'s log and journals them.
+fn append_to(sid: &str, h: &mut Held, journal: Option<&mut Journal>, bytes: &[u8]) -> Step<()> {
+    if let Err(e) = (&*h.log).write_all(bytes) {
+        h.failed = true;
+        return Step::Failed(e.to_string());
+    }
+    if let Some(j) = journal {
+        j.record(sid, h.journal_epoch, h.len, bytes, &h.log);
+        h.dirty = true;
+    }
+    h.len += bytes.len() as u64;
+    Step::Done(())
 }
 
 #[cfg(test)]
@@ -604,6 +810,24 @@ mod tests {
     use super::*;
 
     const SID: &str = "0198f0aa-1111-7000-8000-0000000000aa";
+
+    /// An open by `st`'s process.
+    fn open_here(
+        layout: &Layout,
+        st: &mut Storage,
+        mode: OpenMode,
+    ) -> (OpenResult, Option<OpenedFiles>) {
+        let ticket = st.begin_open();
+        open_session(layout, st.guard(), SID, mode, ticket)
+    }
+
+    /// An open of a process without a journal.
+    fn plain_ticket() -> OpenTicket {
+        OpenTicket {
+            epoch: 99,
+            journal: None,
+        }
+    }
 
     /// A session log of three synced frames, then a compaction of all of
     /// it; with `rot`, a byte inside the second frame flips on disk first.
@@ -613,7 +837,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
         let mut st = Storage::new(layout.clone());
-        let (_, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        let (_, files) = open_here(&layout, &mut st, OpenMode::Create);
         st.install(SID, files.expect("files"));
         let frames: Vec<Vec<u8>> = (1u8..=3)
             .map(|t| crate::log::encode_frame(t, format!("{{\"n\":{t}}}").as_bytes()))
@@ -677,7 +901,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
         let mut st = Storage::new(layout.clone());
-        let (r, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        let (r, files) = open_here(&layout, &mut st, OpenMode::Create);
         assert_eq!(
             r,
             OpenResult::Opened {
@@ -694,7 +918,7 @@ mod tests {
         assert_eq!(st.sync_done(SID, job.epoch, Ok(())), Some(Ok(())));
         // Another "process" (a second registry) sees the lease held.
         let other = Leases::new(());
-        let (r2, f2) = open_session(&layout, &other, SID, OpenMode::Existing);
+        let (r2, f2) = open_session(&layout, &other, SID, OpenMode::Existing, plain_ticket());
         assert_eq!(
             r2,
             OpenResult::InUse {
@@ -711,7 +935,7 @@ mod tests {
             }
         );
         st.release(SID);
-        let (r3, _f3) = open_session(&layout, &other, SID, OpenMode::Existing);
+        let (r3, _f3) = open_session(&layout, &other, SID, OpenMode::Existing, plain_ticket());
         assert_eq!(
             r3,
             OpenResult::Opened {
@@ -725,7 +949,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
         let guard = Leases::new(());
-        let (r, f) = open_session(&layout, &guard, SID, OpenMode::Existing);
+        let (r, f) = open_session(&layout, &guard, SID, OpenMode::Existing, plain_ticket());
         assert_eq!(r, OpenResult::NotFound);
         assert!(f.is_none());
         assert!(!layout.session_dir(SID).exists());
@@ -740,7 +964,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
         let mut st = Storage::new(layout.clone());
-        let (_, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        let (_, files) = open_here(&layout, &mut st, OpenMode::Create);
         st.install(SID, files.expect("files"));
         assert_eq!(st.append(SID, b"hello world"), Step::Done(()));
         assert_eq!(st.truncate(SID, 5), Step::Done(()));
@@ -760,7 +984,7 @@ mod tests {
             matches!(st.append(SID, b"x"), Step::Failed(_)),
             "no open log"
         );
-        let (_, files) = open_session(&layout, st.guard(), SID, OpenMode::Create);
+        let (_, files) = open_here(&layout, &mut st, OpenMode::Create);
         st.install(SID, files.expect("files"));
         assert_eq!(st.sync_done(SID, 999, Ok(())), None, "old epoch");
         let job = match st.begin_sync(SID) {
@@ -789,6 +1013,7 @@ mod tests {
             &guard,
             "../../../../etc/passwd-xxxxxxxxxxxxxx",
             OpenMode::Create,
+            plain_ticket(),
         );
         assert!(matches!(r, OpenResult::Failed(_)));
         assert!(!layout.sessions_dir().exists());

@@ -237,6 +237,12 @@ impl<F: SyncData, K: Send + 'static> Committer<F, K> {
 }
 
 impl<F: SyncData, K: Send + 'static> Committer<F, K> {
+    /// How many `sync_data` calls the workers have begun (requests of one
+    /// file in one batch share one): what the benchmarks count as fsyncs.
+    pub fn syncs_run(&self) -> u64 {
+        lock(&self.shared.state).next_run_id as u64
+    }
+
     /// Stops taking requests without waiting for the workers (a shutdown
     /// that gave up on a sync that never returns). Whatever is in flight
     /// still completes into `on_done` if it ever returns.

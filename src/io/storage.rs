@@ -6,7 +6,12 @@
 //! blocking threads: [`open_session`] and [`read_session`] (read a whole
 //! log), and the `sync_data` of a [`SyncJob`] on the group committer's sync
 //! workers ([`super::commit`]). Appends are plain `write_all` calls into the
-//! page cache, in output order, on the driver's thread.
+//! page cache, in output order, on the driver's thread; with group commit
+//! each is also an entry of this process's intake journal
+//! ([`super::journal`]), whose fsync is the session's sync, and the log is
+//! fsynced lazily (checkpoint, compaction, release). An open replays what
+//! a dead holder journaled, fsyncs the log and writes the session's
+//! `holder` before the log is read.
 //!
 //! Compaction (`Output::Compact`, see `core::snapshot` for the layout) runs
 //! on a blocking thread as a [`CompactJob`]: the archive

@@ -37,6 +37,8 @@ pub mod effects;
 pub mod failpoint;
 pub mod flock;
 pub mod journal;
+#[cfg(test)]
+mod journal_crash;
 pub mod lease;
 pub mod shim;
 pub mod storage;

@@ -636,6 +636,9 @@ struct Recover {
     archive_mb: f64,
     snapshot_mb: f64,
     write_s: f64,
+    /// From the restart to the host listening (a dead intake journal is
+    /// replayed in it).
+    start_ms: f64,
     resume_ms: f64,
     rss_mb: f64,
 }
@@ -694,7 +697,9 @@ fn recover(records: usize) -> Res<Recover> {
     let log_mb = std::fs::metadata(&log).map_err(|e| e.to_string())?.len() as f64 / 1e6;
     let archive_mb =
         std::fs::metadata(log.with_file_name("history.log")).map_or(0.0, |m| m.len() as f64 / 1e6);
+    let t_start = Instant::now();
     let host = Server::start(dir.path(), true)?;
+    let start_ms = t_start.elapsed().as_secs_f64() * 1e3;
     let mut c = Conn::open(&host.addr)?;
     let t1 = Instant::now();
     let r = c.call(
@@ -713,6 +718,7 @@ fn recover(records: usize) -> Res<Recover> {
         archive_mb,
         snapshot_mb: snapshot_bytes as f64 / 1e6,
         write_s,
+        start_ms,
         resume_ms,
         rss_mb,
     })
@@ -720,12 +726,13 @@ fn recover(records: usize) -> Res<Recover> {
 
 fn print_recover(r: &Recover) {
     println!(
-        "recover: {} records ({:.1} MB log, {:.1} MB archive, {:.1} MB snapshot; written in {:.1} s): session/resume after kill -9 took {:.0} ms; host RSS {:.0} MB ({:.1}x the log and archive, {})",
+        "recover: {} records ({:.1} MB log, {:.1} MB archive, {:.1} MB snapshot; written in {:.1} s): after kill -9 the next host listened in {:.0} ms (dead journals replayed) and session/resume took {:.0} ms; host RSS {:.0} MB ({:.1}x the log and archive, {})",
         r.records,
         r.log_mb,
         r.archive_mb,
         r.snapshot_mb,
         r.write_s,
+        r.start_ms,
         r.resume_ms,
         r.rss_mb,
         r.rss_mb / (r.log_mb + r.archive_mb).max(1e-9),

@@ -69,6 +69,21 @@ pub const SYNC_WORKERS: usize = 16;
 /// fsync of its log; every session synced this round for a journal fsync).
 type SyncKey = Vec<(String, u64, u64)>;
 
+/// Run by the driver after each session load, set by the binary (see
+/// [`set_after_load`]).
+static AFTER_LOAD: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what the driver runs after each session load: `msp` hands its
+/// allocator the memory the load freed (a load's transient buffers are
+/// several times the session's live state, and an allocator that keeps
+/// them reserved leaves the process's RSS there). The hook runs as a task
+/// of the driver's runtime, after the round's answers went out: with
+/// `msp serve`'s current-thread runtime, on the thread whose heap the load
+/// freed into. The first call wins.
+pub fn set_after_load(hook: fn()) {
+    let _ = AFTER_LOAD.set(hook);
+}
+
 /// Where clients come from.
 #[derive(Debug)]
 pub enum Transport {
@@ -408,6 +423,15 @@ impl Driver {
                     self.storage.install(&session, f);
                 }
                 self.host.handle_opened(token, result, now);
+                if let Some(hook) = AFTER_LOAD.get().copied() {
+                    // After this round's answers went out: a task of this
+                    // (current-thread) runtime, so on the driver's thread,
+                    // whose heap the load freed into.
+                    tokio::spawn(async move {
+                        tokio::task::yield_now().await;
+                        hook();
+                    });
+                }
             }
             IoEvent::Read { token, result } => {
                 // The lease registry never reports this process's own lease

@@ -636,8 +636,9 @@ struct Recover {
     archive_mb: f64,
     snapshot_mb: f64,
     write_s: f64,
-    /// From the restart to the host listening (a dead intake journal is
-    /// replayed in it).
+    /// From the restart to the host listening (the replay of the dead
+    /// intake journal comes after, before the first input is served: it
+    /// is inside `resume_ms`).
     start_ms: f64,
     resume_ms: f64,
     rss_mb: f64,
@@ -726,7 +727,7 @@ fn recover(records: usize) -> Res<Recover> {
 
 fn print_recover(r: &Recover) {
     println!(
-        "recover: {} records ({:.1} MB log, {:.1} MB archive, {:.1} MB snapshot; written in {:.1} s): after kill -9 the next host listened in {:.0} ms (dead journals replayed) and session/resume took {:.0} ms; host RSS {:.0} MB ({:.1}x the log and archive, {})",
+        "recover: {} records ({:.1} MB log, {:.1} MB archive, {:.1} MB snapshot; written in {:.1} s): after kill -9 the next host listened after {:.0} ms and answered session/resume {:.0} ms later (the dead intake journal's replay included); host RSS {:.0} MB ({:.1}x the log and archive, {})",
         r.records,
         r.log_mb,
         r.archive_mb,

@@ -60,6 +60,16 @@ fn updates(c: &mut Client, sid: &str, n: usize, answers: &mut Answers) {
     }
 }
 
+/// A host on stdio with one started session.
+fn stdio_session(dir: &Path, env: &[(&str, &str)]) -> (common::Server, Client, String) {
+    let (server, c) = start(dir, Via::Stdio, &[], env);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let sid = v7();
+    assert!(c.start_session(&sid)["result"].is_object());
+    (server, c, sid)
+}
+
 /// What a power loss may leave of a log that was never fsynced after its
 /// creation: nothing.
 fn lose_unsynced(dir: &Path, sid: &str) {
@@ -167,11 +177,7 @@ fn a_running_host_replays_a_dead_holders_journal_when_it_opens_the_session() {
     let dir = tempfile::tempdir().expect("tempdir");
     // B starts first: at its start there is nothing to replay.
     let (second, _) = start(dir.path(), Via::Tcp, &[], &[]);
-    let (first, c1) = start(dir.path(), Via::Stdio, &[], &[]);
-    let mut c1 = c1.expect("stdio client");
-    c1.init();
-    let sid = v7();
-    assert!(c1.start_session(&sid)["result"].is_object());
+    let (first, mut c1, sid) = stdio_session(dir.path(), &[]);
     let mut answers = Answers::new();
     updates(&mut c1, &sid, EACH, &mut answers);
     first.kill9();
@@ -195,11 +201,7 @@ fn checkpoints_retire_full_segments_and_a_restart_still_recovers_every_intake() 
     let dir = tempfile::tempdir().expect("tempdir");
     // Segments of 256 bytes: nearly every round rotates and checkpoints.
     let env = [("MSP_JOURNAL_SEGMENT_BYTES", "256")];
-    let (server, c) = start(dir.path(), Via::Stdio, &[], &env);
-    let mut c = c.expect("stdio client");
-    c.init();
-    let sid = v7();
-    assert!(c.start_session(&sid)["result"].is_object());
+    let (server, mut c, sid) = stdio_session(dir.path(), &env);
     let mut answers = Answers::new();
     updates(&mut c, &sid, EACH, &mut answers);
     let js = journals(dir.path());

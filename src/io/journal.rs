@@ -232,13 +232,9 @@ fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016}.wal"))
 }
 
+/// Opens (creating) a lock file, as the lease registry does.
 fn open_lock(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
+    <File as super::lease::LockFile>::create(&(), path)
 }
 
 /// A dead journal, locked for replay: no other replayer runs while this
@@ -596,48 +592,34 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_a_torn_or_flipped_one_ends_the_segment() {
+        let entries = [
+            Entry {
+                sid: A,
+                epoch: 3,
+                offset: 0,
+                bytes: b"first",
+            },
+            Entry {
+                sid: B,
+                epoch: 4,
+                offset: 10,
+                bytes: b"",
+            },
+            Entry {
+                sid: A,
+                epoch: 3,
+                offset: 5,
+                bytes: b"second",
+            },
+        ];
         let mut seg = Vec::new();
-        encode_entry(&mut seg, A, 3, 0, b"first");
-        encode_entry(&mut seg, B, 4, 10, b"");
-        encode_entry(&mut seg, A, 3, 5, b"second");
-        let all = decode_entries(&seg);
-        assert_eq!(
-            all,
-            vec![
-                Entry {
-                    sid: A,
-                    epoch: 3,
-                    offset: 0,
-                    bytes: b"first"
-                },
-                Entry {
-                    sid: B,
-                    epoch: 4,
-                    offset: 10,
-                    bytes: b""
-                },
-                Entry {
-                    sid: A,
-                    epoch: 3,
-                    offset: 5,
-                    bytes: b"second"
-                },
-            ]
-        );
+        let mut ends = Vec::new();
+        for e in &entries {
+            encode_entry(&mut seg, e.sid, e.epoch, e.offset, e.bytes);
+            ends.push(seg.len());
+        }
+        assert_eq!(decode_entries(&seg), entries);
         // Every cut keeps exactly the whole entries before it.
-        let ends: Vec<usize> = {
-            let mut v = Vec::new();
-            let mut b = Vec::new();
-            for (sid, ep, off, bytes) in [
-                (A, 3, 0, &b"first"[..]),
-                (B, 4, 10, b""),
-                (A, 3, 5, b"second"),
-            ] {
-                encode_entry(&mut b, sid, ep, off, bytes);
-                v.push(b.len());
-            }
-            v
-        };
         for cut in 0..=seg.len() {
             let whole = ends.iter().filter(|&&e| e <= cut).count();
             assert_eq!(decode_entries(&seg[..cut]).len(), whole, "cut at {cut}");

@@ -328,6 +328,20 @@ pub fn replay_session(layout: &Layout, own: &str, sid: &str) -> io::Result<usize
     Ok(n)
 }
 
+/// Removes a journal directory whose entries are no longer needed (its
+/// segments, its lock files, itself) and makes the removal durable. The
+/// owner's lock goes last but one: a replayer that waited on `replay.lock`
+/// finds `owner.lock` gone and knows there is nothing left to replay.
+fn remove_dir(dir: &Path) -> io::Result<()> {
+    for (_, p) in segments(dir)? {
+        std::fs::remove_file(p)?;
+    }
+    std::fs::remove_file(dir.join("owner.lock"))?;
+    std::fs::remove_file(dir.join("replay.lock"))?;
+    std::fs::remove_dir(dir)?;
+    sync_dir(dir.parent().expect("DIR/journal/<id>"))
+}
+
 /// What [`recover_dead`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Recovered {
@@ -400,13 +414,7 @@ pub fn recover_dead(layout: &Layout, guard: &super::storage::Leases) -> io::Resu
             drop(lease);
         }
         if whole {
-            for (_, p) in segments(&dir)? {
-                std::fs::remove_file(p)?;
-            }
-            std::fs::remove_file(dir.join("owner.lock"))?;
-            std::fs::remove_file(dir.join("replay.lock"))?;
-            std::fs::remove_dir(&dir)?;
-            sync_dir(&journals_dir(layout))?;
+            remove_dir(&dir)?;
             out.removed += 1;
         }
     }
@@ -573,13 +581,7 @@ impl Journal {
     /// At an orderly exit, after every session was released (each release
     /// fsynced its log): removes the journal.
     pub fn remove(self) -> io::Result<()> {
-        for (_, p) in segments(&self.dir)? {
-            std::fs::remove_file(p)?;
-        }
-        std::fs::remove_file(self.dir.join("replay.lock"))?;
-        std::fs::remove_file(self.dir.join("owner.lock"))?;
-        std::fs::remove_dir(&self.dir)?;
-        sync_dir(self.dir.parent().expect("DIR/journal"))
+        remove_dir(&self.dir)
     }
 }
 

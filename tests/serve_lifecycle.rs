@@ -85,6 +85,27 @@ fn sigterm_is_an_orderly_shutdown_over_tcp() {
 }
 
 #[test]
+fn sigterm_is_an_orderly_shutdown_over_stdio_while_stdin_stays_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, c) = start(dir.path(), Via::Stdio, &[], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    server.sigterm();
+    let closed = c.wait_for("session/closed", |f| f["method"] == "session/closed");
+    assert_eq!(closed["params"]["reason"], json!("hostShutdown"));
+    // The client never closes stdin: the host must not wait for it.
+    let status = server.wait_exit();
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(0), None),
+        "{status:?}"
+    );
+    drop(c);
+}
+
+#[test]
 fn many_concurrent_tcp_clients_all_get_acks() {
     const CLIENTS: usize = 24;
     const COMMANDS_EACH: usize = 8;

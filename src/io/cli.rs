@@ -209,7 +209,7 @@ pub fn serve(args: ServeArgs) -> Result<i32, ServeError> {
         .enable_all()
         .build()
         .map_err(|e| ServeError::Startup(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         let transport = if let Some(addr) = args.listen {
             let l = tokio::net::TcpListener::bind(addr)
                 .await
@@ -229,7 +229,13 @@ pub fn serve(args: ServeArgs) -> Result<i32, ServeError> {
             Transport::Stdio
         };
         Ok(driver::run(cfg, failpoint, transport).await)
-    })
+    });
+    // The driver has finished (answers flushed, syncs done). Dropping the
+    // runtime would wait for every blocking task, and a read of stdin
+    // never ends while the client keeps it open: SIGTERM on `--stdio`
+    // hung there.
+    runtime.shutdown_background();
+    code
 }
 
 #[cfg(test)]

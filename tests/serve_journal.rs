@@ -169,6 +169,12 @@ fn acked_intakes_of_many_sessions_come_back_from_the_journal_at_the_next_start()
         !journals(dir.path()).contains(&js[0]),
         "the replayed journal was removed"
     );
+    // An orderly exit releases every session (fsyncing its log) and then
+    // removes its own journal: nothing is left to replay.
+    assert_eq!(journals(dir.path()).len(), 1, "this process's journal");
+    server.sigterm();
+    assert!(server.wait_exit().success());
+    assert_eq!(journals(dir.path()), Vec::<PathBuf>::new());
 }
 
 #[test]

@@ -9,8 +9,8 @@
 //! same bytes go into the journal as an *entry* naming the session, the
 //! log's *epoch* and the offset. A sync of any session is an fsync of the
 //! journal; the logs themselves are fsynced lazily: when the journal
-//! rotates to a new segment (a checkpoint), when a session is released or
-//! compacted, and at an orderly exit.
+//! rotates to a new segment (a checkpoint), before a compaction, at an
+//! orderly exit, and by the next holder when it opens the session.
 //!
 //! Layout: `DIR/journal/<journal id>/` holds `owner.lock` (locked by the
 //! process for its life), `replay.lock` (serialises those who replay a dead
@@ -21,12 +21,15 @@
 //!
 //! Why an entry applies only under its holder: within one epoch a log only
 //! grows by appends, so writing an entry's bytes at its offset is
-//! idempotent. An epoch ends when the log may change in any other way:
-//! - a release fsyncs the log first (the entries are redundant);
+//! idempotent. An epoch ends when the log may change in any other way (a
+//! release ends nothing: the released log keeps its epoch until the next
+//! holder's open):
 //! - a compaction fsyncs the old log, then writes a new epoch into
 //!   `holder` before it renames the new log into place;
-//! - the next holder replays the dead holder's entries of the epoch
-//!   `holder` names, fsyncs the log, and only then writes its own epoch.
+//! - the next holder (this process or another) replays the dead holder's
+//!   entries of the epoch `holder` names (none while the holder lives: its
+//!   bytes are in the page cache), fsyncs the log, and only then writes
+//!   its own epoch.
 //!
 //! So an entry whose epoch `holder` does not name is stale and skipped,
 //! and one it names is exactly what the log must contain at that offset.
@@ -578,9 +581,18 @@ impl Journal {
         }))
     }
 
-    /// At an orderly exit, after every session was released (each release
-    /// fsynced its log): removes the journal.
-    pub fn remove(self) -> io::Result<()> {
+    /// At an orderly exit, after every session was released: fsyncs the
+    /// logs with entries in the active segment, then removes the journal,
+    /// unless a checkpoint of a retired segment has not finished (its
+    /// segment is still there: the journal then stays, and the next start
+    /// replays it, skipping what is stale). On an error it stays too.
+    pub fn retire(self) -> io::Result<()> {
+        for log in self.dirty.values() {
+            log.sync_data()?;
+        }
+        if segments(&self.dir)?.len() > 1 {
+            return Ok(());
+        }
         remove_dir(&self.dir)
     }
 }
@@ -774,7 +786,7 @@ mod tests {
             "its owner holds the lock"
         );
         assert!(journals_dir(&layout).join(J1).exists());
-        j.remove().expect("remove");
+        j.retire().expect("retire");
         assert!(!journals_dir(&layout).join(J1).exists());
     }
 

@@ -1,15 +1,15 @@
 //! A crash model of the intake journal, on real files: proptest drives the
 //! real [`Storage`] (appends, rounds of journal fsyncs, segment rotations
-//! and checkpoints, releases, reopens, compactions) and, at a crash, takes
-//! from every file what a power loss may take: each session log keeps some
-//! length between what was certainly fsynced (at its open, a checkpoint
-//! that covered it, its release, a compaction) and what was written, the
-//! journal's active segment likewise between its last fsync and its end
-//! (retired segments were fsynced whole at rotation). The next "process"
-//! recovers, at its start (`recover_dead`) or at each session's open
-//! (`replay_session`), and every log must hold every acknowledged append
-//! (everything before the round's fsync that answered it) and nothing that
-//! was never appended.
+//! and checkpoints, releases, reopens, compactions, orderly exits) and, at
+//! a crash, takes from every file what a power loss may take: each session
+//! log keeps some length between what was certainly fsynced (at its open,
+//! a checkpoint that covered it, a compaction, an exit that removed the
+//! journal) and what was written, the journal's active segment likewise
+//! between its last fsync and its end (retired segments were fsynced whole
+//! at rotation). The next "process" recovers, at its start
+//! (`recover_dead`) or at each session's open (`replay_session`), and
+//! every log must hold every acknowledged append (everything before the
+//! round's fsync that answered it) and nothing that was never appended.
 //!
 //! The durability bounds are the model's own bookkeeping from the storage
 //! contract (which call fsyncs what), not read back from the code under
@@ -64,6 +64,12 @@ enum Op {
         seed: u64,
         at_start: bool,
     },
+    /// An orderly exit (every session released, the storage closed), then
+    /// a power loss.
+    Exit {
+        seed: u64,
+        at_start: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -73,6 +79,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..SIDS.len()).prop_map(|s| Op::Release { s }),
         1 => (0..SIDS.len()).prop_map(|s| Op::Compact { s }),
         2 => (any::<u64>(), any::<bool>()).prop_map(|(seed, at_start)| Op::Crash { seed, at_start }),
+        1 => (any::<u64>(), any::<bool>()).prop_map(|(seed, at_start)| Op::Exit { seed, at_start }),
     ]
 }
 
@@ -222,7 +229,8 @@ impl World {
                 cp.run().expect("checkpoint");
                 for (i, g) in covered {
                     let m = &mut self.sess[i];
-                    if m.generation == g && m.held {
+                    // The same file, released or not.
+                    if m.generation == g {
                         m.durable = m.content.len();
                     }
                 }
@@ -235,12 +243,25 @@ impl World {
             return;
         }
         self.st().release(SIDS[s]);
-        let m = &mut self.sess[s];
-        m.held = false;
-        // Released with journaled appends: fsynced first.
-        m.durable = m.content.len();
-        // Unacknowledged appends of a released session are simply
-        // written: nothing more to acknowledge.
+        // Not fsynced: its entries stay replayable (and a checkpoint of
+        // the segment still fsyncs it).
+        self.sess[s].held = false;
+    }
+
+    fn exit(&mut self, seed: u64, at_start: bool) {
+        for s in 0..SIDS.len() {
+            self.release(s);
+        }
+        self.st().close().expect("close");
+        let own = journal::journals_dir(&self.layout).join(journal_id(self.journals));
+        if !own.exists() {
+            // A journal removed at exit covered nothing any more: every
+            // log was fsynced whole.
+            for m in &mut self.sess {
+                m.durable = m.content.len();
+            }
+        }
+        self.crash(seed, at_start);
     }
 
     fn compact(&mut self, s: usize) {
@@ -281,14 +302,16 @@ impl World {
         self.st = None;
         self.pending.clear();
         let dead = journal::journals_dir(&self.layout).join(journal_id(self.journals));
-        let mut segs: Vec<_> = std::fs::read_dir(&dead)
-            .expect("dead journal")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| p.extension().is_some_and(|x| x == "wal"))
-            .collect();
-        segs.sort();
-        let active = segs.last().expect("an active segment");
-        cut(active, self.active_synced, &mut rng);
+        if dead.exists() {
+            let mut segs: Vec<_> = std::fs::read_dir(&dead)
+                .expect("dead journal")
+                .map(|e| e.expect("entry").path())
+                .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+                .collect();
+            segs.sort();
+            let active = segs.last().expect("an active segment");
+            cut(active, self.active_synced, &mut rng);
+        }
         for (i, m) in self.sess.iter_mut().enumerate() {
             m.held = false;
             m.in_active = None;
@@ -378,6 +401,7 @@ proptest! {
                 Op::Release { s } => w.release(s),
                 Op::Compact { s } => w.compact(s),
                 Op::Crash { seed, at_start } => w.crash(seed, at_start),
+                Op::Exit { seed, at_start } => w.exit(seed, at_start),
             }
         }
         // A last power loss checks what the run left.

@@ -474,10 +474,6 @@ pub struct Storage {
     /// Whether appends are journaled and syncs are journal fsyncs (group
     /// commit); otherwise each sync is an fsync of the session's log.
     journaling: bool,
-    /// Released sessions whose log could not be fsynced: their leases stay
-    /// held (their journal entries are still needed) until the process
-    /// ends.
-    zombies: Vec<Held>,
 }
 
 impl Storage {
@@ -491,7 +487,6 @@ impl Storage {
             next_epoch: 1,
             journal: None,
             journaling: false,
-            zombies: Vec::new(),
         }
     }
 
@@ -761,20 +756,14 @@ impl Storage {
         Some(result)
     }
 
-    /// `Output::Release`: closes the log and drops the lease. A log with
-    /// journaled appends is fsynced first (the next holder will not replay
-    /// this live process's journal); if that fails the lease is kept until
-    /// the process ends, when the journal's replay covers it.
+    /// `Output::Release`: closes the log and drops the lease. The log is
+    /// not fsynced here (that would block the driver): its journaled
+    /// appends stay replayable, since `holder` still names this journal's
+    /// epoch, until a checkpoint or this process's exit fsyncs it; a next
+    /// holder fsyncs the log at its open, before it reads it, and replays
+    /// the journal if this process died.
     pub fn release(&mut self, sid: &str) {
-        let Some(h) = self.held.remove(sid) else {
-            return;
-        };
-        if h.dirty {
-            if let Err(e) = h.log.sync_data() {
-                eprintln!("msp serve: fsync of session {sid} at release failed ({e}); its lease stays held");
-                self.zombies.push(h);
-            }
-        }
+        self.held.remove(sid);
     }
 
     /// How many sessions this process holds.
@@ -782,15 +771,15 @@ impl Storage {
         self.held.len()
     }
 
-    /// At an orderly exit, once every session is released: removes the
-    /// journal (every log it covered was fsynced at its release). A
-    /// journal that still covers a log stays for the next start's replay.
+    /// At an orderly exit, once every session is released: retires the
+    /// journal ([`Journal::retire`]). While a session is held, its
+    /// journal stays for the next start's replay.
     pub fn close(&mut self) -> io::Result<()> {
-        if !self.held.is_empty() || !self.zombies.is_empty() {
+        if !self.held.is_empty() {
             return Ok(());
         }
         match self.journal.take() {
-            Some(j) => j.remove(),
+            Some(j) => j.retire(),
             None => Ok(()),
         }
     }

@@ -44,7 +44,7 @@
 //! offset (u64 LE) and the appended bytes. The first invalid entry ends a
 //! segment (a torn tail of an entry that was never acknowledged).
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -429,20 +429,35 @@ pub fn recover_dead(layout: &Layout, guard: &super::storage::Leases) -> io::Resu
 #[derive(Debug)]
 pub struct Checkpoint {
     segment: PathBuf,
-    logs: Vec<Arc<File>>,
+    /// The logs, by path: a released session's file is not kept open
+    /// until its segment retires (a host that loads many sessions would
+    /// run out of descriptors), and an fsync through any descriptor of a
+    /// file makes its written bytes durable. A log a compaction replaced
+    /// since was fsynced by it (its new file's fsync here is harmless).
+    logs: Vec<PathBuf>,
 }
 
 impl Checkpoint {
     /// Fsyncs the logs, then removes the segment (blocking). On an error
     /// the segment stays (replay skips what is stale in it).
     pub fn run(self) -> Result<(), String> {
-        for log in &self.logs {
-            log.sync_data()
-                .map_err(|e| format!("checkpoint of {}: {e}", self.segment.display()))?;
-        }
+        sync_logs(&self.logs)
+            .map_err(|e| format!("checkpoint of {}: {e}", self.segment.display()))?;
         std::fs::remove_file(&self.segment)
             .map_err(|e| format!("removing {}: {e}", self.segment.display()))
     }
+}
+
+/// Fsyncs each log (one that is gone has nothing left to make durable).
+fn sync_logs(logs: &[PathBuf]) -> io::Result<()> {
+    for path in logs {
+        match File::open(path) {
+            Ok(f) => f.sync_data()?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// This process's journal (owned by the storage, on the driver thread).
@@ -461,8 +476,10 @@ pub struct Journal {
     /// The sessions with entries in `buf` (failed together if it cannot be
     /// written).
     buf_sids: Vec<String>,
-    /// The logs with entries in the active segment.
-    dirty: BTreeMap<String, Arc<File>>,
+    /// The sessions with entries in the active segment.
+    dirty: BTreeSet<String>,
+    /// Where their logs are.
+    layout: Layout,
 }
 
 impl Journal {
@@ -492,7 +509,8 @@ impl Journal {
             segment_bytes: SEGMENT_BYTES,
             buf: Vec::new(),
             buf_sids: Vec::new(),
-            dirty: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            layout: layout.clone(),
         })
     }
 
@@ -517,14 +535,19 @@ impl Journal {
 
     /// Journals an append of `bytes` at `offset` of the session's log
     /// (written at the next [`Journal::flush`]).
-    pub fn record(&mut self, sid: &str, epoch: u64, offset: u64, bytes: &[u8], log: &Arc<File>) {
+    pub fn record(&mut self, sid: &str, epoch: u64, offset: u64, bytes: &[u8]) {
         encode_entry(&mut self.buf, sid, epoch, offset, bytes);
         if self.buf_sids.last().map(String::as_str) != Some(sid) {
             self.buf_sids.push(sid.to_string());
         }
-        if !self.dirty.contains_key(sid) || !Arc::ptr_eq(&self.dirty[sid], log) {
-            self.dirty.insert(sid.to_string(), Arc::clone(log));
+        if !self.dirty.contains(sid) {
+            self.dirty.insert(sid.to_string());
         }
+    }
+
+    /// The logs of the sessions with entries in the active segment.
+    fn dirty_logs(&self) -> Vec<PathBuf> {
+        self.dirty.iter().map(|s| self.layout.log_path(s)).collect()
     }
 
     /// Writes this round's entries to the active segment; returns the
@@ -562,7 +585,7 @@ impl Journal {
         let fail = |j: &Journal, what: &str, e: io::Error| {
             (
                 format!("{what} the intake journal: {e}"),
-                j.dirty.keys().cloned().collect::<Vec<_>>(),
+                j.dirty.iter().cloned().collect::<Vec<_>>(),
             )
         };
         self.active
@@ -577,7 +600,11 @@ impl Journal {
         self.active_len = 0;
         Ok(Some(Checkpoint {
             segment: old,
-            logs: std::mem::take(&mut self.dirty).into_values().collect(),
+            logs: {
+                let logs = self.dirty_logs();
+                self.dirty.clear();
+                logs
+            },
         }))
     }
 
@@ -587,9 +614,7 @@ impl Journal {
     /// segment is still there: the journal then stays, and the next start
     /// replays it, skipping what is stale). On an error it stays too.
     pub fn retire(self) -> io::Result<()> {
-        for log in self.dirty.values() {
-            log.sync_data()?;
-        }
+        sync_logs(&self.dirty_logs())?;
         if segments(&self.dir)?.len() > 1 {
             return Ok(());
         }
@@ -599,6 +624,8 @@ impl Journal {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     const A: &str = "0198f0aa-1111-7000-8000-0000000000aa";
@@ -707,7 +734,7 @@ mod tests {
                 (Arc::new(f), 0)
             });
             (&**log).write_all(bytes).expect("append");
-            j.record(sid, epoch, *len, bytes, log);
+            j.record(sid, epoch, *len, bytes);
             *len += bytes.len() as u64;
             j.flush().expect("flush");
             checkpoints.extend(j.rotate_if_full().expect("rotate"));
@@ -775,8 +802,7 @@ mod tests {
             epoch: 1,
         };
         write_holder(&layout, A, &h).expect("holder");
-        let f = Arc::new(File::open(layout.log_path(A)).expect("log"));
-        j.record(A, 1, 0, b"in the page cache only", &f);
+        j.record(A, 1, 0, b"in the page cache only");
         j.flush().expect("flush");
         assert_eq!(replay_session(&layout, B, A).expect("replay"), 0);
         let guard = super::super::storage::Leases::new(());

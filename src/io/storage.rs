@@ -792,7 +792,7 @@ fn append_to(sid: &str, h: &mut Held, journal: Option<&mut Journal>, bytes: &[u8
         return Step::Failed(e.to_string());
     }
     if let Some(j) = journal {
-        j.record(sid, h.journal_epoch, h.len, bytes, &h.log);
+        j.record(sid, h.journal_epoch, h.len, bytes);
         h.dirty = true;
     }
     h.len += bytes.len() as u64;

@@ -163,6 +163,11 @@ pub struct Model {
     durable_run: bool,
     hosts: BTreeMap<usize, HostSt>,
     links: BTreeMap<u64, LinkSt>,
+    /// The links with requests pending (`reqs` not empty): links are never
+    /// forgotten (a closed link's host may still answer on it), so the
+    /// walks over pending requests go by this set, not over every link the
+    /// run ever opened (thousands in a long run).
+    req_links: BTreeSet<u64>,
     files: BTreeMap<String, LogFile>,
     sessions: BTreeMap<String, Sess>,
     leases: BTreeMap<String, (usize, u64)>,
@@ -249,6 +254,7 @@ impl Model {
             }
             What::HostCrash { inc, .. } => self.host_died(h, *inc),
             What::Connect { link, host, inc } => {
+                self.req_links.remove(link);
                 self.links.insert(
                     *link,
                     LinkSt {
@@ -323,7 +329,10 @@ impl Model {
                     // What the holder already received it may still
                     // answer from memory.
                     let loads = self.loads.get(session).copied().unwrap_or(0);
-                    for l in self.links.values_mut() {
+                    for k in &self.req_links {
+                        let Some(l) = self.links.get_mut(k) else {
+                            continue;
+                        };
                         if (l.host, l.inc) != holder {
                             continue;
                         }
@@ -460,10 +469,11 @@ impl Model {
             self.sessions.remove(&g);
             self.eph_owner.remove(&g);
         }
-        for l in self.links.values_mut() {
+        for (id, l) in self.links.iter_mut() {
             if l.host == h && l.inc == inc {
                 l.reqs.clear();
                 l.subs.clear();
+                self.req_links.remove(id);
             }
         }
     }
@@ -490,7 +500,10 @@ impl Model {
             recovery_due: recovery,
             begun: false,
         });
-        for l in self.links.values_mut() {
+        for k in &self.req_links {
+            let Some(l) = self.links.get_mut(k) else {
+                continue;
+            };
             for r in l.reqs.values_mut() {
                 if r.sid.as_deref() == Some(sid) {
                     r.holders.insert(Some((h, inc)));
@@ -531,7 +544,10 @@ impl Model {
         if self.rot_holder.get(sid) == Some(&(h, inc)) {
             self.rot_holder.remove(sid);
         }
-        for l in self.links.values_mut() {
+        for k in &self.req_links {
+            let Some(l) = self.links.get_mut(k) else {
+                continue;
+            };
             for r in l.reqs.values_mut() {
                 if r.sid.as_deref() == Some(sid) {
                     r.holders.insert(None);
@@ -947,6 +963,7 @@ impl Model {
         }
         if let Some(l) = self.links.get_mut(&link) {
             l.reqs.insert(id.to_string(), r);
+            self.req_links.insert(link);
         }
     }
 
@@ -960,7 +977,10 @@ impl Model {
                 a.window.push(e);
             }
         }
-        for l in self.links.values_mut() {
+        for k in &self.req_links {
+            let Some(l) = self.links.get_mut(k) else {
+                continue;
+            };
             for r in l.reqs.values_mut() {
                 if r.sid.as_deref() != Some(sid) {
                     continue;
@@ -1042,13 +1062,15 @@ impl Model {
         };
         match frame {
             Frame::Response { id, outcome } => {
-                let Some(req) = self
-                    .links
-                    .get_mut(&link)
-                    .and_then(|l| l.reqs.remove(&id.to_string()))
-                else {
+                let Some(l) = self.links.get_mut(&link) else {
                     return;
                 };
+                let Some(req) = l.reqs.remove(&id.to_string()) else {
+                    return;
+                };
+                if l.reqs.is_empty() {
+                    self.req_links.remove(&link);
+                }
                 self.answered(h, inc, link, req, outcome, items);
             }
             Frame::Notification {
@@ -1663,14 +1685,18 @@ impl Model {
         names.iter().filter_map(|v| v.as_str()).any(|c| {
             let k = wire::key(c);
             !sess.ledger.contains_key(&k)
-                && self.links.values().any(|l| {
-                    !l.closed
-                        && (l.host, l.inc) == owner
-                        && l.reqs.values().any(|r| {
-                            r.sid.as_deref() == Some(sid)
-                                && r.cid.as_deref().is_some_and(|x| wire::key(x) == k)
-                        })
-                })
+                && self
+                    .req_links
+                    .iter()
+                    .filter_map(|k| self.links.get(k))
+                    .any(|l| {
+                        !l.closed
+                            && (l.host, l.inc) == owner
+                            && l.reqs.values().any(|r| {
+                                r.sid.as_deref() == Some(sid)
+                                    && r.cid.as_deref().is_some_and(|x| wire::key(x) == k)
+                            })
+                    })
         })
     }
 

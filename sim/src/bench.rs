@@ -93,6 +93,10 @@ pub struct Measured {
     pub allocations: u64,
     /// Bytes allocated.
     pub bytes: u64,
+    /// Bytes sent on links ([`crate::sweep::SeedOutcome::wire_bytes`]):
+    /// what the workload moved, whose size per event grows with N where
+    /// answers carry a session's whole view (`session/read` snapshots).
+    pub wire_bytes: u64,
 }
 
 /// Why a cost per event cannot be computed.
@@ -130,6 +134,10 @@ pub struct Cost {
     pub allocations: f64,
     /// Bytes allocated per event.
     pub bytes: f64,
+    /// Wire bytes per event.
+    pub wire_bytes: f64,
+    /// CPU ns per wire byte (`None`: nothing was sent).
+    pub cpu_ns_per_wire_byte: Option<f64>,
 }
 
 /// `a / b`, or `None` when `b` is zero (a ratio with nothing to compare
@@ -152,6 +160,8 @@ impl Measured {
             cpu_ns: self.cpu_ns as f64 / e,
             allocations: self.allocations as f64 / e,
             bytes: self.bytes as f64 / e,
+            wire_bytes: self.wire_bytes as f64 / e,
+            cpu_ns_per_wire_byte: ratio(self.cpu_ns as f64, self.wire_bytes as f64),
         })
     }
 
@@ -190,6 +200,9 @@ impl Measured {
             "cpuNsPerEvent": cost.map(|c| c.cpu_ns),
             "allocationsPerEvent": cost.map(|c| c.allocations),
             "bytesPerEvent": cost.map(|c| c.bytes),
+            "wireBytes": self.wire_bytes,
+            "wireBytesPerEvent": cost.map(|c| c.wire_bytes),
+            "cpuNsPerWireByte": cost.and_then(|c| c.cpu_ns_per_wire_byte),
         })
     }
 }
@@ -215,6 +228,7 @@ pub fn measure(
         wall_ns: 0,
         allocations: 0,
         bytes: 0,
+        wire_bytes: 0,
     };
     let before = meter.read();
     for seed in seeds {
@@ -224,6 +238,7 @@ pub fn measure(
         };
         m.seeds_count += 1;
         m.events += o.events_count;
+        m.wire_bytes += o.wire_bytes;
         m.simulated_ms += o.simulated_ms;
     }
     let after = meter.read();
@@ -252,6 +267,12 @@ pub struct Growth {
     /// `n / base_n` when the commands drive the run, less when something
     /// else ends it first (see [`Growth::saturated`]).
     pub events: Option<f64>,
+    /// Wire bytes per event at `n` over the base's: how much bigger the
+    /// workload's lines got (reads answer with the whole view).
+    pub wire: Option<f64>,
+    /// CPU ns per wire byte at `n` over the base's: the cost growth that
+    /// is not explained by bigger lines.
+    pub cpu_per_wire_byte: Option<f64>,
 }
 
 impl Growth {
@@ -268,6 +289,11 @@ impl Growth {
                 other.events as f64 / other.seeds_count.max(1) as f64,
                 base.events as f64 / base.seeds_count.max(1) as f64,
             ),
+            wire: ratio(o.wire_bytes, b.wire_bytes),
+            cpu_per_wire_byte: o
+                .cpu_ns_per_wire_byte
+                .zip(b.cpu_ns_per_wire_byte)
+                .and_then(|(o, b)| ratio(o, b)),
         })
     }
 
@@ -303,7 +329,7 @@ impl Growth {
 
     /// The report line, e.g. `growth cost(256)/cost(16): 1.10x CPU
     /// ns/event, 1.02x allocations/event; target <= 1.5x (linear growth):
-    /// holds`.
+    /// holds`, and the wire line under it ([`Growth::wire_line`]).
     pub fn line(&self) -> String {
         let verdict = match self.holds() {
             Some(true) => "holds".to_string(),
@@ -326,6 +352,16 @@ impl Growth {
         )
     }
 
+    /// How much of the growth the workload's bigger lines explain, e.g.
+    /// `  wire bytes/event 2.80x; CPU ns per wire byte 1.12x`.
+    pub fn wire_line(&self) -> String {
+        format!(
+            "  wire bytes/event {}; CPU ns per wire byte {}",
+            times(self.wire),
+            times(self.cpu_per_wire_byte)
+        )
+    }
+
     /// The machine-readable form.
     pub fn to_json(&self) -> Value {
         json!({
@@ -334,6 +370,8 @@ impl Growth {
             "cpuRatio": self.cpu,
             "allocationsRatio": self.allocations,
             "eventsPerSeedRatio": self.events,
+            "wireBytesPerEventRatio": self.wire,
+            "cpuPerWireByteRatio": self.cpu_per_wire_byte,
             "saturated": self.saturated(),
             "target": GROWTH_TARGET,
             "holds": self.holds(),
@@ -381,7 +419,7 @@ impl Report {
             self.cpu_source
         ));
         s.push_str(&format!(
-            "{:<15} {:>9} {:>6} {:>10} {:>14} {:>9} {:>9} {:>10} {:>13} {:>12}\n",
+            "{:<15} {:>9} {:>6} {:>10} {:>14} {:>9} {:>9} {:>10} {:>13} {:>12} {:>12}\n",
             "scenario",
             "seeds",
             "N",
@@ -391,12 +429,13 @@ impl Report {
             "sim/wall",
             "ns/event",
             "allocs/event",
-            "bytes/event"
+            "bytes/event",
+            "wire B/event"
         ));
         let row = |m: &Measured| -> String {
             let cost = m.cost().ok();
             format!(
-                "{:<15} {:>9} {:>6} {:>10} {:>14} {:>9} {:>9} {:>10} {:>13} {:>12}\n",
+                "{:<15} {:>9} {:>6} {:>10} {:>14} {:>9} {:>9} {:>10} {:>13} {:>12} {:>12}\n",
                 m.scenario.name(),
                 format!("{}..{}", m.seeds.0, m.seeds.1),
                 m.commands.map_or("own".to_string(), |n| n.to_string()),
@@ -407,6 +446,7 @@ impl Report {
                 num(cost.map(|c| c.cpu_ns), 0),
                 num(cost.map(|c| c.allocations), 2),
                 num(cost.map(|c| c.bytes), 0),
+                num(cost.map(|c| c.wire_bytes), 0),
             )
         };
         for m in &self.scenarios {
@@ -425,6 +465,8 @@ impl Report {
             match g {
                 Ok(g) => {
                     s.push_str(&g.line());
+                    s.push('\n');
+                    s.push_str(&g.wire_line());
                     if let Some(n) = g.saturation_note() {
                         s.push('\n');
                         s.push_str(&n);
@@ -467,6 +509,7 @@ mod tests {
             wall_ns: cpu_ns,
             allocations,
             bytes: allocations * 64,
+            wire_bytes: events * 100,
         }
     }
 
@@ -525,6 +568,40 @@ mod tests {
         let j = r.to_json();
         assert_eq!(j["growth"][1]["n"], 256);
         assert_eq!(j["growth"][1]["holds"], true);
+    }
+
+    #[test]
+    fn the_wire_ratios_separate_bigger_lines_from_dearer_bytes() {
+        // 100 wire bytes and 1000 ns per event at 16; at 256 the lines are
+        // 3x bigger and an event costs 3.3x: 1.1x per wire byte.
+        let base = m(16, 1_000, 1_000_000, 10_000);
+        let big = Measured {
+            wire_bytes: 16_000 * 300,
+            ..m(256, 16_000, 52_800_000, 192_000)
+        };
+        let g = Growth::of(&base, &big).unwrap();
+        assert!((g.wire.unwrap() - 3.0).abs() < 1e-12, "{g:?}");
+        assert!((g.cpu_per_wire_byte.unwrap() - 1.1).abs() < 1e-12, "{g:?}");
+        assert_eq!(g.holds(), Some(false), "the per-event target is unchanged");
+        assert_eq!(
+            g.wire_line(),
+            "  wire bytes/event 3.00x; CPU ns per wire byte 1.10x"
+        );
+        let r = Report {
+            cpu_source: "test".into(),
+            scenarios: Vec::new(),
+            growth: vec![base, big],
+        };
+        assert!(r.render().contains(&g.wire_line()), "{}", r.render());
+        assert_eq!(r.to_json()["growth"][0]["wireBytesPerEventRatio"], 3.0);
+        // Nothing sent: n/a, not a division by zero.
+        let silent = Measured {
+            wire_bytes: 0,
+            ..m(16, 1_000, 1_000_000, 10_000)
+        };
+        let g = Growth::of(&silent, &m(256, 16_000, 1, 1)).unwrap();
+        assert_eq!((g.wire, g.cpu_per_wire_byte), (None, None));
+        assert!(g.wire_line().contains("n/a"), "{}", g.wire_line());
     }
 
     #[test]

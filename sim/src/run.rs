@@ -121,6 +121,10 @@ pub struct RunResult {
     pub trace: Trace,
     /// World events processed.
     pub events_count: u64,
+    /// Bytes of every line sent on a link, by clients and hosts (before
+    /// drops and duplicates): what the run moved, for the bench's cost per
+    /// wire byte.
+    pub wire_bytes: u64,
     /// Simulated duration.
     pub simulated_ms: u64,
     /// Fault counts by verb.
@@ -164,6 +168,7 @@ struct Sim {
     heal_scheduled: bool,
     rotted: bool,
     events_count: u64,
+    wire_bytes: u64,
     faults: BTreeMap<&'static str, u64>,
     cp_hits: BTreeMap<&'static str, u64>,
     cp_crashes: BTreeMap<&'static str, u64>,
@@ -235,6 +240,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         heal_scheduled: false,
         rotted: false,
         events_count: 0,
+        wire_bytes: 0,
         faults: BTreeMap::new(),
         cp_hits: BTreeMap::new(),
         cp_crashes: BTreeMap::new(),
@@ -259,6 +265,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         mix,
         simulated_ms: s.w.now_ms - START_MS,
         events_count: s.events_count,
+        wire_bytes: s.wire_bytes,
         faults: s.faults,
         crash_point_hits: s.cp_hits,
         crash_point_crashes: s.cp_crashes,
@@ -720,6 +727,7 @@ impl Sim {
             return;
         }
         let c = l.client;
+        self.wire_bytes += line.len() as u64;
         self.note(
             Actor::Client(c),
             What::ClientSend {
@@ -996,6 +1004,7 @@ impl Sim {
                 let Some(&link) = self.hosts[h].links.get(&conn) else {
                     return;
                 };
+                self.wire_bytes += line.len() as u64;
                 self.note(
                     Actor::Host(h),
                     What::HostSend {

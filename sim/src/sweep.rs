@@ -30,6 +30,8 @@ pub struct SeedOutcome {
     pub hash: u64,
     /// World events processed.
     pub events_count: u64,
+    /// Bytes sent on links ([`crate::run::RunResult::wire_bytes`]).
+    pub wire_bytes: u64,
     /// Simulated ms.
     pub simulated_ms: u64,
     /// Fault counts.
@@ -143,6 +145,7 @@ pub fn run_seed_client(
         seed,
         hash: r.trace.hash(),
         events_count: r.events_count,
+        wire_bytes: r.wire_bytes,
         simulated_ms: r.simulated_ms,
         faults: r.faults,
         cp_hits: r.crash_point_hits,

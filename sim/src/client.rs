@@ -456,6 +456,11 @@ impl Client {
                             p["cursor"] = json!(c);
                         }
                     }
+                    // Every third resume without a cursor asks metadata
+                    // only (`excludeItems`), with no draw of its own.
+                    if p.get("cursor").is_none() && self.cmds.len() % 3 == 2 {
+                        p["excludeItems"] = json!(true);
+                    }
                     let i = self.new_cmd(w, "session/resume", p, Purpose::Resume);
                     self.resume = Some(i);
                     i
@@ -528,7 +533,13 @@ impl Client {
         }
         let s =
             ctx.sessions[w.decide(Decision::Client, ctx.sessions.len() as u64) as usize].clone();
-        let (_, line) = self.frame("session/read", json!({"sessionId": s}));
+        // Every fourth read asks metadata only, with no draw of its own.
+        let p = if self.next_rpc.is_multiple_of(4) {
+            json!({"sessionId": s, "excludeItems": true})
+        } else {
+            json!({"sessionId": s})
+        };
+        let (_, line) = self.frame("session/read", p);
         self.inflight.insert(self.next_rpc - 1, usize::MAX);
         out.push(Action::Send(line));
     }
@@ -825,6 +836,12 @@ impl Client {
                         self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
                         let st = &r["history"]["snapshot"]["state"];
                         self.known.reset_from(st);
+                    } else if r["history"]["noneReason"] == json!("excluded") {
+                        // Subscribed at the head with no view: what this
+                        // client knows may be stale (its next commands may
+                        // be refused for it), and the next reload goes
+                        // from the head.
+                        self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
                     }
                 }
                 // A probe's answer is the ledger's business (the model

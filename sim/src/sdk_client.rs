@@ -103,6 +103,9 @@ pub struct SdkClient {
     known: crate::known::Known,
     budget: u32,
     counter: u64,
+    /// Observing reads sent: every fourth asks metadata only
+    /// (`excludeItems`), with no draw of its own.
+    observed: u64,
     idle_until_ms: u64,
     last_list_ms: u64,
     resend_after_reload: bool,
@@ -301,6 +304,7 @@ impl SdkClient {
             known: crate::known::Known::default(),
             budget,
             counter: 0,
+            observed: 0,
             idle_until_ms: 0,
             last_list_ms: 0,
             resend_after_reload: false,
@@ -854,10 +858,13 @@ impl SdkClient {
         // The answer is the model's to judge (it reads it on the wire);
         // the core only checks it is JSON and does not build it.
         if let Ok(sid) = SessionId::parse(&s) {
-            if let Ok(h) = self
-                .core
-                .read_without_result(w.now_ms, ReadSpec::SessionRead { session_id: sid })
-            {
+            self.observed += 1;
+            let spec = if self.observed.is_multiple_of(4) {
+                ReadSpec::SessionMeta { session_id: sid }
+            } else {
+                ReadSpec::SessionRead { session_id: sid }
+            };
+            if let Ok(h) = self.core.read_without_result(w.now_ms, spec) {
                 self.reads.insert(h, ReadKind::Observe);
             }
         }

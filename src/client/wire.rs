@@ -332,6 +332,13 @@ pub enum ReadSpec {
         /// The session.
         session_id: SessionId,
     },
+    /// `session/read` with `excludeItems: true`: the session object, its
+    /// head cursor and pending requests, no snapshot (cheap on a long
+    /// session; page its history with [`ReadSpec::ViewPage`]).
+    SessionMeta {
+        /// The session.
+        session_id: SessionId,
+    },
     /// `view/page`: durable events, oldest first.
     ViewPage {
         /// The session.
@@ -362,6 +369,11 @@ impl ReadSpec {
     pub fn to_wire(&self) -> (&'static str, Map<String, Value>) {
         match self {
             ReadSpec::SessionRead { session_id } => ("session/read", session(session_id)),
+            ReadSpec::SessionMeta { session_id } => {
+                let mut p = session(session_id);
+                p.insert("excludeItems".into(), json!(true));
+                ("session/read", p)
+            }
             ReadSpec::ViewPage {
                 session_id,
                 limit,
@@ -393,6 +405,7 @@ impl ReadSpec {
     pub fn session_id(&self) -> &SessionId {
         match self {
             ReadSpec::SessionRead { session_id }
+            | ReadSpec::SessionMeta { session_id }
             | ReadSpec::ViewPage { session_id, .. }
             | ReadSpec::Subscribe { session_id, .. }
             | ReadSpec::ListPending { session_id } => session_id,
@@ -652,6 +665,26 @@ mod tests {
             let back = WireCommand::parse(&w.method, w.params.clone());
             assert_eq!(back, Ok(w.clone()), "{s:?}");
         }
+    }
+
+    #[test]
+    fn a_metadata_read_is_a_session_read_asking_exclude_items() {
+        let sid = SessionId::parse(SID).expect("sid");
+        let meta = ReadSpec::SessionMeta {
+            session_id: sid.clone(),
+        };
+        let (method, p) = meta.to_wire();
+        assert_eq!(method, "session/read");
+        assert_eq!(
+            Value::Object(p),
+            json!({"sessionId": SID, "excludeItems": true})
+        );
+        assert_eq!(meta.session_id(), &sid);
+        let (_, p) = ReadSpec::SessionRead { session_id: sid }.to_wire();
+        assert!(
+            !p.contains_key("excludeItems"),
+            "the snapshot read asks none"
+        );
     }
 
     #[test]

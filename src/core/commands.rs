@@ -7,6 +7,7 @@ use super::bugs::Bug;
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
 use super::record::{decode_archived, Answer, Outcome, Record, StoredAnswer};
 use super::session::{Replay, TurnStatus};
+use super::view::Served;
 use super::{ConnId, Durability, HistoryResult, OpenMode, OpenResult, ReadResult};
 use crate::proto::canonical::signature;
 use crate::proto::envelope::{self, RequestId};
@@ -452,11 +453,17 @@ impl Host {
         sig: String,
         io: Option<IoAnswer>,
     ) -> Flow {
-        let Command::SessionResume { session_id, cursor } = &c.command else {
+        let Command::SessionResume {
+            session_id,
+            cursor,
+            exclude_items,
+        } = &c.command
+        else {
             unreachable!()
         };
         let sid = session_id.clone();
         let cursor = cursor.clone();
+        let exclude_items = *exclude_items;
         if let Some(flow) = self.ensure_loaded(conn, id, &sid, OpenMode::Existing, &c, io.clone()) {
             return flow;
         }
@@ -509,7 +516,9 @@ impl Host {
             let l = self.loaded(&sid).expect("loaded");
             l.s.cursor(l.s.head_n())
         };
-        let (cursor_suffix, after) = match &cursor {
+        // A cursor makes `excludeItems` moot (public `SessionResumeParams`):
+        // the suffix streams either way.
+        let (served, after) = match &cursor {
             Some(cur) => {
                 if self
                     .loaded(&sid)
@@ -521,11 +530,12 @@ impl Host {
                     self.respond_err(conn, id, RpcError::missing_anchor(&sid));
                     return Flow::Done;
                 }
-                (true, cur.clone())
+                (Served::CursorSuffix, cur.clone())
             }
-            None => (false, head.clone()),
+            None if exclude_items => (Served::Excluded, head.clone()),
+            None => (Served::Snapshot, head.clone()),
         };
-        let stored = self.resume_answer(&sid, cursor_suffix);
+        let stored = self.resume_answer(&sid, served);
         let at = self.intake(&sid, &c, sig, stored.clone(), Some(Outcome::Applied));
         self.respond_stored_at(conn, id, &sid, &stored, at);
         self.subscribe_after(conn, &sid, &after);

@@ -1619,3 +1619,90 @@ fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered(
     }
     assert!(resent_somewhere, "no attempt dropped event frames");
 }
+
+#[test]
+fn exclude_items_serves_metadata_only_and_is_part_of_a_resumes_payload() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "hi", json!({}));
+    let excluded =
+        json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "excluded"});
+    // session/read: metadata only when asked; the snapshot otherwise
+    // (absent or false).
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/read",
+        json!({"sessionId": SID, "excludeItems": true}),
+    );
+    let r = &response(&f, 3)["result"];
+    assert_eq!(r["history"], excluded);
+    assert_eq!(r["session"]["sessionId"], json!(SID));
+    let head = r["viewCursor"].clone();
+    assert!(head.as_str().is_some_and(|h| h.starts_with("v:")), "{r}");
+    for (id, p) in [
+        (4, json!({"sessionId": SID, "excludeItems": false})),
+        (5, json!({"sessionId": SID})),
+    ] {
+        let f = req(&mut h, c, id, "session/read", p);
+        let r = &response(&f, id)["result"];
+        assert_eq!(r["history"]["mode"], "snapshot");
+        assert_eq!(r["history"]["snapshot"]["viewCursor"], head);
+    }
+    let f = req(
+        &mut h,
+        c,
+        6,
+        "session/read",
+        json!({"sessionId": SID, "excludeItems": "yes"}),
+    );
+    assert_eq!(response(&f, 6)["error"]["code"], json!(-32602));
+    // session/resume after a restart: metadata only, subscribed at the head.
+    h.crash();
+    let c = h.connect();
+    init(&mut h, c);
+    let p = json!({"sessionId": SID, "commandId": cid(20), "excludeItems": true});
+    let f = req(&mut h, c, 7, "session/resume", p.clone());
+    let first = response(&f, 7)["result"].clone();
+    assert_eq!(first["history"], excluded);
+    assert_eq!(first["viewCursor"], head);
+    // A repeat answers the same; the same id without it is another payload.
+    let f = req(&mut h, c, 8, "session/resume", p);
+    assert_eq!(response(&f, 8)["result"], first);
+    let f = req(
+        &mut h,
+        c,
+        9,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(20)}),
+    );
+    assert_eq!(
+        response(&f, 9)["error"]["data"]["reason"],
+        json!("command_id_conflict"),
+        "{f:?}"
+    );
+    // A cursor makes it moot: the suffix streams.
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let f = req(
+        &mut h,
+        c2,
+        10,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(21), "excludeItems": true, "cursor": format!("v:{SID}:2")}),
+    );
+    assert_eq!(
+        response(&f, 10)["result"]["history"]["noneReason"],
+        json!("cursorSuffix")
+    );
+    let cursors: Vec<&str> = f
+        .iter()
+        .filter_map(|f| f["params"]["viewCursor"].as_str())
+        .collect();
+    assert_eq!(
+        cursors[0],
+        format!("v:{SID}:3"),
+        "the suffix after the cursor"
+    );
+}

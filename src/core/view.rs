@@ -178,18 +178,58 @@ fn pending_requests_j(s: &Session) -> J<'_> {
     )
 }
 
-/// A `session/read` answer: the session, its snapshot and pending
-/// requests, borrowed from the session.
-fn session_read_j<'a>(s: &'a Session, status: &'a str, path: &'a str) -> J<'a> {
+/// The history a `session/read` or `session/resume` answer serves (the
+/// public `SessionHistory`): the snapshot, or none and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// `mode: "snapshot"`: the folded view.
+    Snapshot,
+    /// `mode: "none"`, `noneReason: "cursorSuffix"`: a resume from a
+    /// cursor; the events after it stream instead.
+    CursorSuffix,
+    /// `mode: "none"`, `noneReason: "excluded"`: the request asked
+    /// `excludeItems: true` (metadata only; page with `view/page`).
+    Excluded,
+}
+
+impl Served {
+    /// What a `session/read` serves: the snapshot unless it asked
+    /// `excludeItems: true`.
+    pub(crate) fn read(exclude_items: bool) -> Served {
+        if exclude_items {
+            Served::Excluded
+        } else {
+            Served::Snapshot
+        }
+    }
+}
+
+/// The `history` member of an answer serving `served`.
+fn history_j(s: &Session, served: Served) -> J<'_> {
+    let none = |reason| {
+        J::Obj(vec![
+            ("items", J::Null),
+            ("mode", J::S("none")),
+            ("noneReason", J::S(reason)),
+            ("snapshot", J::Null),
+        ])
+    };
+    match served {
+        Served::Snapshot => J::Obj(vec![
+            ("items", J::Null),
+            ("mode", J::S("snapshot")),
+            ("snapshot", snapshot_j(s)),
+        ]),
+        Served::CursorSuffix => none("cursorSuffix"),
+        Served::Excluded => none("excluded"),
+    }
+}
+
+/// A `session/read` answer: the session, its snapshot (unless `served`
+/// excludes it) and pending requests, borrowed from the session.
+fn session_read_j<'a>(s: &'a Session, status: &'a str, path: &'a str, served: Served) -> J<'a> {
     J::Obj(vec![
-        (
-            "history",
-            J::Obj(vec![
-                ("items", J::Null),
-                ("mode", J::S("snapshot")),
-                ("snapshot", snapshot_j(s)),
-            ]),
-        ),
+        ("history", history_j(s, served)),
         ("pendingRequests", pending_requests_j(s)),
         ("session", session_j(s, status, path)),
         ("viewCursor", J::Str(s.cursor(s.head_n()))),
@@ -373,23 +413,14 @@ fn fold_read(sid: &str, log: &LogBytes, history: &[u8]) -> Result<Session, (bool
 }
 
 /// A `session/resume` answer: the `session/read` answer of the session,
-/// its history none (the request's cursor is followed by a suffix) or the
-/// snapshot, and both approval modes `replay` (the answer is built before
+/// its history as `served` (none when the request's cursor is followed by
+/// a suffix or it asked `excludeItems`), and both approval modes `replay` (the answer is built before
 /// the resume's own intake is folded). Written as text in place: the log
 /// and the line hold the text, and building then serialising a tree of
 /// the whole view was most of a resume's cost (issue 10). A test compares
 /// it with the tree.
-fn resume_j<'a>(s: &'a Session, status: &'a str, path: &'a str, cursor_suffix: bool) -> J<'a> {
-    let mut j = session_read_j(s, status, path);
-    if cursor_suffix {
-        *j.member_mut(&["history"])
-            .expect("a read answer has a history") = J::Obj(vec![
-            ("items", J::Null),
-            ("mode", J::S("none")),
-            ("noneReason", J::S("cursorSuffix")),
-            ("snapshot", J::Null),
-        ]);
-    }
+fn resume_j<'a>(s: &'a Session, status: &'a str, path: &'a str, served: Served) -> J<'a> {
+    let mut j = session_read_j(s, status, path, served);
     for p in [
         &["session", "approvalMode", "source"][..],
         &["history", "snapshot", "state", "approvalMode", "source"],
@@ -412,10 +443,10 @@ fn loaded_status(s: &Session) -> &'static str {
 
 impl Host {
     /// [`resume_j`] of a loaded session, as the text an ack stores.
-    pub(crate) fn resume_answer(&self, sid: &str, cursor_suffix: bool) -> StoredAnswer {
+    pub(crate) fn resume_answer(&self, sid: &str, served: Served) -> StoredAnswer {
         let s = &self.loaded(sid).expect("loaded").s;
         let path = self.log_path(sid);
-        let text = resume_j(s, loaded_status(s), &path, cursor_suffix).to_vec();
+        let text = resume_j(s, loaded_status(s), &path, served).to_vec();
         StoredAnswer::result_text(String::from_utf8(text).expect("the writer writes UTF-8"))
     }
 
@@ -592,9 +623,10 @@ impl Host {
                 let (ns, next) = page_plan(s.head_n(), limit, after, backward);
                 envelope::response_line_j(id, &page_j(&s, &ns, next, &[]))
             }
-            Read::SessionRead { .. } => {
-                envelope::response_line_j(id, &session_read_j(&s, "notLoaded", &path))
-            }
+            Read::SessionRead { exclude_items, .. } => envelope::response_line_j(
+                id,
+                &session_read_j(&s, "notLoaded", &path, Served::read(exclude_items)),
+            ),
             Read::ListPending { .. } => envelope::response_line_j(id, &list_pending_j(&s)),
             Read::Unsubscribe { .. } => unreachable!("handled above"),
         };
@@ -690,10 +722,12 @@ impl Host {
                 let line = envelope::response_line_j(id, &page_j(&l.s, &ns, next, &got));
                 self.enqueue(conn, line, None, Some(id.clone()));
             }
-            Read::SessionRead { .. } => {
+            Read::SessionRead { exclude_items, .. } => {
                 let path = self.log_path(sid);
                 let status = loaded_status(&l.s);
-                let line = envelope::response_line_j(id, &session_read_j(&l.s, status, &path));
+                let served = Served::read(exclude_items);
+                let line =
+                    envelope::response_line_j(id, &session_read_j(&l.s, status, &path, served));
                 let gate = self.gate_now(sid);
                 self.enqueue(conn, line, gate, Some(id.clone()));
             }
@@ -790,11 +824,25 @@ mod tests {
             )
         }
 
-        pub fn session_read(s: &Session, status: &str, path: &str) -> Value {
+        fn history(s: &Session, served: Served) -> Value {
+            match served {
+                Served::Snapshot => {
+                    json!({"mode": "snapshot", "items": null, "snapshot": snapshot_value(s)})
+                }
+                Served::CursorSuffix => {
+                    json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"})
+                }
+                Served::Excluded => {
+                    json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "excluded"})
+                }
+            }
+        }
+
+        pub fn session_read(s: &Session, status: &str, path: &str, served: Served) -> Value {
             json!({
                 "session": session_value(s, status, path),
                 "viewCursor": s.cursor(s.head_n()),
-                "history": {"mode": "snapshot", "items": null, "snapshot": snapshot_value(s)},
+                "history": history(s, served),
                 "pendingRequests": pending_requests_value(s),
             })
         }
@@ -802,16 +850,11 @@ mod tests {
         /// The answer of a `session/resume`, built as a tree and marked
         /// as resumed member by member (how the host built it before
         /// it was written in place).
-        pub fn resume(s: &Session, status: &str, path: &str, head: &str, suffix: bool) -> Value {
-            let history = if suffix {
-                json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"})
-            } else {
-                json!({"mode": "snapshot", "items": null, "snapshot": snapshot_value(s)})
-            };
+        pub fn resume(s: &Session, status: &str, path: &str, head: &str, served: Served) -> Value {
             let mut result = json!({
                 "session": session_value(s, status, path),
                 "viewCursor": head,
-                "history": history,
+                "history": history(s, served),
                 "pendingRequests": pending_requests_value(s),
             });
             for p in [
@@ -921,19 +964,20 @@ mod tests {
                 let want = reference::session_value(&s, status, path);
                 assert_eq!(session_j(&s, status, path).to_vec(), bytes(&want));
                 assert_eq!(session_value(&s, status, path), want);
-                let want = reference::session_read(&s, status, path);
-                assert_eq!(session_read_j(&s, status, path).to_vec(), bytes(&want));
-                for suffix in [false, true] {
+                for served in [Served::Snapshot, Served::CursorSuffix, Served::Excluded] {
+                    let want = reference::session_read(&s, status, path, served);
+                    let got = session_read_j(&s, status, path, served).to_vec();
+                    assert_eq!(got, bytes(&want), "read, {served:?}");
                     let head = s.cursor(s.head_n());
-                    let want = reference::resume(&s, status, path, &head, suffix);
-                    let got = resume_j(&s, status, path, suffix).to_vec();
-                    assert_eq!(got, bytes(&want), "resume, suffix {suffix}");
+                    let want = reference::resume(&s, status, path, &head, served);
+                    let got = resume_j(&s, status, path, served).to_vec();
+                    assert_eq!(got, bytes(&want), "resume, {served:?}");
                     assert!(
                         String::from_utf8(got)
                             .unwrap()
                             .matches("\"source\":\"replay\"")
                             .count()
-                            == if suffix { 1 } else { 2 },
+                            == if served == Served::Snapshot { 2 } else { 1 },
                         "both modes marked"
                     );
                 }

@@ -48,6 +48,9 @@ pub enum Command {
         session_id: String,
         /// Resume after this cursor, if given.
         cursor: Option<String>,
+        /// `excludeItems: true`: serve no history (`mode: "none"`,
+        /// `noneReason: "excluded"`) unless a cursor makes it moot.
+        exclude_items: bool,
     },
     /// `turn/start`.
     TurnStart {
@@ -188,6 +191,10 @@ pub enum Read {
     SessionRead {
         /// The session.
         session_id: String,
+        /// `excludeItems: true`: metadata only, no snapshot. Absent or
+        /// `false`: the snapshot (PROTOCOL.md 4.2; the public schema's
+        /// default for an absent member is `true`, see docs/COVERAGE.md).
+        exclude_items: bool,
     },
     /// `approval/listPending`.
     ListPending {
@@ -203,7 +210,7 @@ impl Read {
             Read::Subscribe { session_id, .. }
             | Read::Unsubscribe { session_id }
             | Read::Page { session_id, .. }
-            | Read::SessionRead { session_id }
+            | Read::SessionRead { session_id, .. }
             | Read::ListPending { session_id } => session_id,
         }
     }
@@ -266,6 +273,16 @@ impl<'a> P<'a> {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
             Some(_) => Err(RpcError::invalid_params(f, format!("{f} must be a string"))),
+        }
+    }
+    fn opt_bool(&self, f: &str) -> Result<Option<bool>, RpcError> {
+        match self.opt(f) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(RpcError::invalid_params(
+                f,
+                format!("{f} must be a boolean"),
+            )),
         }
     }
     fn str(&self, f: &str) -> Result<&'a str, RpcError> {
@@ -446,7 +463,10 @@ fn parse_read(method: &str, p: &P) -> Result<Read, RpcError> {
                 backward,
             }
         }
-        "session/read" => Read::SessionRead { session_id },
+        "session/read" => Read::SessionRead {
+            session_id,
+            exclude_items: p.opt_bool("excludeItems")?.unwrap_or(false),
+        },
         "approval/listPending" => Read::ListPending { session_id },
         _ => unreachable!("parse_read called with a read method"),
     })
@@ -469,8 +489,21 @@ fn parse_command(method: &str, p: &P) -> Result<(Command, Value), RpcError> {
         "session/resume" => {
             let session_id = p.session()?;
             let cursor = p.opt_str("cursor")?.map(str::to_string);
-            let norm = json!({"sessionId": session_id, "cursor": cursor});
-            (Command::SessionResume { session_id, cursor }, norm)
+            let exclude_items = p.opt_bool("excludeItems")?.unwrap_or(false);
+            let mut norm = json!({"sessionId": session_id, "cursor": cursor});
+            // Only when set: the signatures of resumes without it (every
+            // log written before it was read) stay what they were.
+            if exclude_items {
+                norm["excludeItems"] = json!(true);
+            }
+            (
+                Command::SessionResume {
+                    session_id,
+                    cursor,
+                    exclude_items,
+                },
+                norm,
+            )
         }
         "turn/start" => {
             let session_id = p.session()?;

@@ -1115,10 +1115,12 @@ impl Model {
             let floor = match method.as_str() {
                 "session/start" => Some(0),
                 "session/resume" => {
-                    let c = if r["history"]["mode"] == "none" {
-                        req.params["cursor"].as_str()
-                    } else {
-                        r["viewCursor"].as_str()
+                    // A suffix streams after the request's cursor; a
+                    // snapshot, or no history at all (`excludeItems`),
+                    // leaves the link subscribed at the answer's head.
+                    let c = match req.params["cursor"].as_str() {
+                        Some(c) if r["history"]["mode"] == "none" => Some(c),
+                        _ => r["viewCursor"].as_str(),
                     };
                     c.and_then(|c| wire::cursor_of(s, c)).map(|x| x.0)
                 }
@@ -1295,6 +1297,8 @@ impl Model {
                 "session/resume" if !fresh => self.rep.hit("4.1 session/resume replay"),
                 "session/resume" => self.rep.hit(if req.params["cursor"].is_string() {
                     "4.1 session/resume cursor suffix"
+                } else if req.params["excludeItems"] == true {
+                    "4.1 session/resume excludeItems"
                 } else {
                     "4.1 session/resume snapshot"
                 }),
@@ -1804,6 +1808,21 @@ impl Model {
             )
         });
         sess.judge_session(&mut self.rep, &subject, &r["session"], loaded);
+        if req.params.get("excludeItems") == Some(&Value::Bool(true)) {
+            // Metadata only: no snapshot, so nothing of the view to judge.
+            let want =
+                json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "excluded"});
+            self.rep
+                .check(r["history"] == want, "read-consistency", &subject, || {
+                    format!(
+                        "session {sid}: a read with excludeItems answered history {}",
+                        r["history"]
+                    )
+                });
+            sess.judge_pending_requests(&mut self.rep, &subject, &r["pendingRequests"]);
+            self.rep.hit("4.2 read excludeItems");
+            return;
+        }
         let snapshot = &r["history"]["snapshot"];
         sess.judge_snapshot(&mut self.rep, &subject, snapshot, items, false);
         sess.judge_pending_requests(&mut self.rep, &subject, &r["pendingRequests"]);

@@ -137,6 +137,8 @@ pub const RULES: &[&str] = &[
     "4.4 unkeyed effect",
     "4.4 effect outcome unknown",
     "4.4 pendingCommands read",
+    // 4.2 reads
+    "4.2 read excludeItems",
 ];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep

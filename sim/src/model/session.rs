@@ -762,6 +762,15 @@ impl Sess {
                     },
                 );
             }
+            None if p.get("excludeItems") == Some(&Value::Bool(true)) => {
+                let want = json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "excluded"});
+                rep.check(r["history"] == want, "read-consistency", &subject, || {
+                    format!(
+                        "session {}: resume with excludeItems answered history {}",
+                        self.id, r["history"]
+                    )
+                });
+            }
             None => {
                 let h = &r["history"];
                 let shape = h["mode"] == "snapshot" && h["items"].is_null();

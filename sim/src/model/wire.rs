@@ -781,6 +781,9 @@ enum Norm<'a> {
     Obj(Vec<(&'static str, Norm<'a>)>),
 }
 
+/// `true`, for a flag a payload carries.
+static TRUE: Value = Value::Bool(true);
+
 /// Member `f` of `p`; `null` when absent (an absent optional and `null`
 /// are the same).
 fn opt<'a>(p: &'a Value, f: &str) -> Norm<'a> {
@@ -865,7 +868,15 @@ fn norm_of<'a>(method: &str, p: &'a Value) -> Option<Norm<'a>> {
     let sid = || ("sessionId", lower(p, "sessionId"));
     Some(Norm::Obj(match method {
         "session/start" => vec![sid(), ("workspaceRoot", opt(p, "workspaceRoot"))],
-        "session/resume" => vec![sid(), ("cursor", opt(p, "cursor"))],
+        "session/resume" => {
+            let mut m = vec![sid(), ("cursor", opt(p, "cursor"))];
+            // Part of the payload only when set (a resume without it
+            // keeps the signature it always had).
+            if p.get("excludeItems") == Some(&Value::Bool(true)) {
+                m.push(("excludeItems", Norm::Of(&TRUE)));
+            }
+            m
+        }
         "turn/start" => {
             let if_busy = match opt(p, "ifBusy") {
                 Norm::Of(Value::Null) => Norm::Str("queue"),

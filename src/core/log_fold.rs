@@ -11,8 +11,16 @@
 //! keeps, per session id, the last bytes folded and their fold; a log that
 //! begins with exactly those bytes starts from a copy of that fold and
 //! decodes only the rest. Anything else (a truncated, compacted or rotted
-//! log) misses and is folded from the start. The fold is a pure function
-//! of the bytes, so a hit gives the very state a full fold would: a test
+//! log) misses. A miss whose log begins with a snapshot head (the snapshot
+//! record and its parts) byte for byte equal to the last head the memo
+//! decoded for that session starts from that head's fold: a crash that
+//! tore an unsynced tail off a compacted log gives new bytes (a new
+//! lineage) behind the same head, and decoding a long session's snapshot
+//! again on every such load made the cost of an event grow with the
+//! session (issue 10: a sixth of the instructions at 256 commands per
+//! client). Comparing the head's bytes is far cheaper than decoding them.
+//! Anything else is folded from the start. The fold is a pure function of
+//! the bytes, so a hit gives the very state a full fold would: a test
 //! below compares the two on extended, torn, cut and damaged logs.
 //!
 //! Only the simulator installs the memo (`msp serve` loads a session once
@@ -49,11 +57,15 @@ pub fn fold_log(sid: &str, log: &LogBytes) -> Result<Folded, LogCorrupt> {
     let start = MEMO.with(|m| {
         m.borrow_mut()
             .as_mut()
-            .and_then(|m| m.take_prefix_of(sid, log))
+            .and_then(|m| m.take_prefix_of(sid, log).or_else(|| m.head_of(sid, log)))
     });
-    let folded = fold_from(log, start)?;
+    let (folded, head) = fold_keeping_head(log, start, true)?;
     MEMO.with(|m| {
         if let Some(m) = m.borrow_mut().as_mut() {
+            if let Some(head) = head {
+                let end = head.shape.valid_len as usize;
+                m.keep_head(sid, log[..end].to_vec(), head);
+            }
             m.keep(sid, log.lineage(), &folded);
         }
     });
@@ -63,22 +75,52 @@ pub fn fold_log(sid: &str, log: &LogBytes) -> Result<Folded, LogCorrupt> {
 /// Folds `log` on from `start`, the fold of a prefix of it (from an empty
 /// session without one).
 fn fold_from(log: &[u8], start: Option<Folded>) -> Result<Folded, LogCorrupt> {
+    fold_keeping_head(log, start, false).map(|(f, _)| f)
+}
+
+/// [`fold_from`], and, if `keep_head`, the fold of the log's snapshot head
+/// (the snapshot and its parts, nothing after) when this fold decoded one.
+fn fold_keeping_head(
+    log: &[u8],
+    start: Option<Folded>,
+    keep_head: bool,
+) -> Result<(Folded, Option<Folded>), LogCorrupt> {
     let (mut s, prior, mut tail_records) = match start {
         Some(f) => (f.s, Some(f.shape), f.tail_records),
         None => (Session::default(), None, 0),
     };
+    let mut head = None;
     let shape = decode_log_each_from(log, prior, |rec, end| match rec {
-        Record::Snapshot(snap) => s = Session::from_snapshot_owned(*snap),
+        Record::Snapshot(snap) => {
+            s = Session::from_snapshot_owned(*snap);
+            if keep_head {
+                head = Some(s.clone());
+            }
+        }
         r => {
             tail_records += 1;
             s.apply_owned(r, end);
         }
     })?;
-    Ok(Folded {
+    // A snapshot is only ever the first record: its fold is the fold of
+    // the bytes up to its end, with no tail records.
+    let head = head.map(|s| Folded {
         s,
-        shape,
-        tail_records,
-    })
+        shape: LogShape {
+            valid_len: shape.snapshot_bytes,
+            torn: false,
+            ..shape
+        },
+        tail_records: 0,
+    });
+    Ok((
+        Folded {
+            s,
+            shape,
+            tail_records,
+        },
+        head,
+    ))
 }
 
 /// Log bytes the memo's folds stand for before it starts afresh (a bound
@@ -91,6 +133,9 @@ struct Memo {
     /// fold (whose shape says how many bytes it folded: whole valid
     /// frames).
     entries: BTreeMap<String, (Lineage, Folded)>,
+    /// Per session id: the last snapshot head decoded (its bytes) and its
+    /// fold.
+    heads: BTreeMap<String, (Vec<u8>, Folded)>,
     bytes: u64,
 }
 
@@ -104,6 +149,24 @@ impl Memo {
         self.bytes -= f.shape.valid_len;
         let hit = lineage == log.lineage() && f.shape.valid_len <= log.len() as u64;
         hit.then_some(f)
+    }
+
+    /// A copy of `sid`'s head fold if `log` begins with exactly its bytes.
+    fn head_of(&self, sid: &str, log: &[u8]) -> Option<Folded> {
+        let (bytes, f) = self.heads.get(sid)?;
+        log.starts_with(bytes).then(|| f.clone())
+    }
+
+    fn keep_head(&mut self, sid: &str, bytes: Vec<u8>, f: Folded) {
+        debug_assert_eq!(bytes.len() as u64, f.shape.valid_len);
+        let len = f.shape.valid_len;
+        if self.bytes + len > MAX_BYTES {
+            *self = Memo::default();
+        }
+        self.bytes += len;
+        if let Some((old, _)) = self.heads.insert(sid.to_string(), (bytes, f)) {
+            self.bytes -= old.len() as u64;
+        }
     }
 
     fn keep(&mut self, sid: &str, lineage: Lineage, f: &Folded) {
@@ -335,6 +398,40 @@ mod tests {
                 "damage inside a memoised prefix is still found"
             );
         }
+    }
+
+    #[test]
+    fn a_new_lineage_behind_the_same_snapshot_head_starts_from_the_head() {
+        let log = a_log(8);
+        assert_eq!(log[5], crate::core::snapshot::SNAPSHOT_TYPE);
+        let ends = frame_ends(&log);
+        let _memo = FoldMemo::install();
+        let head_of =
+            |file: &LogBytes| MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.head_of(SID, file)));
+        let first = LogBytes::from(log[..ends[ends.len() - 2]].to_vec());
+        assert!(head_of(&first).is_none(), "nothing decoded yet");
+        let full = seen(&fold_from(&first, None));
+        assert_eq!(seen(&fold_log(SID, &first)), full);
+        // The same bytes anew, then with a torn tail, then with one more
+        // record: new lineages, the same head.
+        for file in [
+            LogBytes::from(first.to_vec()),
+            LogBytes::from(log[..ends[ends.len() - 1] - 3].to_vec()),
+            LogBytes::from(log.clone()),
+        ] {
+            let head = head_of(&file).expect("the head is remembered");
+            assert!(head.shape.snapshot_bytes > 0 && head.tail_records == 0);
+            assert_eq!(head.shape.valid_len, head.shape.snapshot_bytes);
+            assert_eq!(seen(&fold_log(SID, &file)), seen(&fold_from(&file, None)));
+        }
+        // A byte of the head changed: no head hit, and the damage is found.
+        let mut bad = log.clone();
+        bad[ends[0] - 2] ^= 0x40;
+        let bad = LogBytes::from(bad);
+        assert!(head_of(&bad).is_none(), "other head bytes");
+        let got = fold_log(SID, &bad);
+        assert!(got.is_err(), "{}", seen(&got));
+        assert_eq!(seen(&got), seen(&fold_from(&bad, None)));
     }
 
     #[test]

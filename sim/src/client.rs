@@ -832,16 +832,17 @@ impl Client {
                 }
                 Purpose::Resume => {
                     self.loaded = true;
-                    if r["history"]["mode"] == json!("snapshot") {
+                    let h = &r["history"];
+                    let snapshot = h["mode"] == json!("snapshot");
+                    // Subscribed at the head: the next reload goes from
+                    // there. With no view (`excludeItems`) what this client
+                    // knows may be stale (its next commands may be refused
+                    // for it).
+                    if snapshot || h["noneReason"] == json!("excluded") {
                         self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
-                        let st = &r["history"]["snapshot"]["state"];
-                        self.known.reset_from(st);
-                    } else if r["history"]["noneReason"] == json!("excluded") {
-                        // Subscribed at the head with no view: what this
-                        // client knows may be stale (its next commands may
-                        // be refused for it), and the next reload goes
-                        // from the head.
-                        self.last_cursor = r["viewCursor"].as_str().map(str::to_string);
+                    }
+                    if snapshot {
+                        self.known.reset_from(&h["snapshot"]["state"]);
                     }
                 }
                 // A probe's answer is the ledger's business (the model

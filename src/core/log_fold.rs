@@ -157,24 +157,25 @@ impl Memo {
         log.starts_with(bytes).then(|| f.clone())
     }
 
-    fn keep_head(&mut self, sid: &str, bytes: Vec<u8>, f: Folded) {
-        debug_assert_eq!(bytes.len() as u64, f.shape.valid_len);
-        let len = f.shape.valid_len;
+    /// Counts `len` more bytes kept, starting afresh first if they would
+    /// pass [`MAX_BYTES`].
+    fn make_room(&mut self, len: u64) {
         if self.bytes + len > MAX_BYTES {
             *self = Memo::default();
         }
         self.bytes += len;
+    }
+
+    fn keep_head(&mut self, sid: &str, bytes: Vec<u8>, f: Folded) {
+        debug_assert_eq!(bytes.len() as u64, f.shape.valid_len);
+        self.make_room(f.shape.valid_len);
         if let Some((old, _)) = self.heads.insert(sid.to_string(), (bytes, f)) {
             self.bytes -= old.len() as u64;
         }
     }
 
     fn keep(&mut self, sid: &str, lineage: Lineage, f: &Folded) {
-        let len = f.shape.valid_len;
-        if self.bytes + len > MAX_BYTES {
-            *self = Memo::default();
-        }
-        self.bytes += len;
+        self.make_room(f.shape.valid_len);
         let kept = Folded {
             s: f.s.clone(),
             // What is kept ends at the valid length: no torn tail in it.

@@ -1297,7 +1297,7 @@ impl Model {
                 "session/resume" if !fresh => self.rep.hit("4.1 session/resume replay"),
                 "session/resume" => self.rep.hit(if req.params["cursor"].is_string() {
                     "4.1 session/resume cursor suffix"
-                } else if req.params["excludeItems"] == true {
+                } else if wire::asks_exclude_items(&req.params) {
                     "4.1 session/resume excludeItems"
                 } else {
                     "4.1 session/resume snapshot"
@@ -1808,10 +1808,9 @@ impl Model {
             )
         });
         sess.judge_session(&mut self.rep, &subject, &r["session"], loaded);
-        if req.params.get("excludeItems") == Some(&Value::Bool(true)) {
+        if wire::asks_exclude_items(&req.params) {
             // Metadata only: no snapshot, so nothing of the view to judge.
-            let want =
-                json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "excluded"});
+            let want = wire::no_history("excluded");
             self.rep
                 .check(r["history"] == want, "read-consistency", &subject, || {
                     format!(

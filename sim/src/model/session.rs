@@ -749,7 +749,7 @@ impl Sess {
         match p["cursor"].as_str() {
             Some(c) => {
                 let known = wire::cursor_of(&self.id, c).is_some_and(|(n, _)| n <= self.head);
-                let want = json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"});
+                let want = wire::no_history("cursorSuffix");
                 rep.check(
                     known && r["history"] == want,
                     "read-consistency",
@@ -762,8 +762,8 @@ impl Sess {
                     },
                 );
             }
-            None if p.get("excludeItems") == Some(&Value::Bool(true)) => {
-                let want = json!({"mode": "none", "items": null, "snapshot": null, "noneReason": "excluded"});
+            None if wire::asks_exclude_items(p) => {
+                let want = wire::no_history("excluded");
                 rep.check(r["history"] == want, "read-consistency", &subject, || {
                     format!(
                         "session {}: resume with excludeItems answered history {}",

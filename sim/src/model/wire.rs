@@ -784,6 +784,18 @@ enum Norm<'a> {
 /// `true`, for a flag a payload carries.
 static TRUE: Value = Value::Bool(true);
 
+/// Whether a `session/resume` or `session/read` asks `excludeItems: true`
+/// (absent, `null` and `false` all mean the history is wanted).
+pub fn asks_exclude_items(p: &Value) -> bool {
+    p.get("excludeItems") == Some(&TRUE)
+}
+
+/// The `history` of an answer that serves none, and why (`cursorSuffix`,
+/// `excluded`).
+pub fn no_history(reason: &str) -> Value {
+    serde_json::json!({"mode": "none", "items": null, "snapshot": null, "noneReason": reason})
+}
+
 /// Member `f` of `p`; `null` when absent (an absent optional and `null`
 /// are the same).
 fn opt<'a>(p: &'a Value, f: &str) -> Norm<'a> {
@@ -872,7 +884,7 @@ fn norm_of<'a>(method: &str, p: &'a Value) -> Option<Norm<'a>> {
             let mut m = vec![sid(), ("cursor", opt(p, "cursor"))];
             // Part of the payload only when set (a resume without it
             // keeps the signature it always had).
-            if p.get("excludeItems") == Some(&Value::Bool(true)) {
+            if asks_exclude_items(p) {
                 m.push(("excludeItems", Norm::Of(&TRUE)));
             }
             m

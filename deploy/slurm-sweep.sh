@@ -4,13 +4,13 @@
 # SLURM_ARRAY_TASK_COUNT, so any range such as --array=1-8 works (task
 # `MIN + i` runs shard i+1 of COUNT); id lists like --array=1,3,7 do not.
 #
-#     cargo build --release -p msp-sim            # on a shared filesystem
+#     cargo build --profile sweep -p msp-sim       # on a shared filesystem
 #     mkdir -p out && sbatch deploy/slurm-sweep.sh
 #     # when every task has ended:
-#     target/release/msp-sim merge out/shard-*.json
+#     target/sweep/msp-sim merge out/shard-*.json
 #
 # Or chain the merge: sbatch --dependency=afterany:<array job id> --wrap
-# 'target/release/msp-sim merge out/shard-*.json'. msp-sim merge refuses
+# 'target/sweep/msp-sim merge out/shard-*.json'. msp-sim merge refuses
 # a missing, repeated or overlapping shard (exit 2), exits 1 on a
 # violation and 3 on a coverage shortfall.
 #
@@ -22,7 +22,7 @@
 #SBATCH --output=out/slurm-%A_%a.log
 
 set -u
-MSP_SIM=${MSP_SIM:-target/release/msp-sim}
+MSP_SIM=${MSP_SIM:-target/sweep/msp-sim}
 SEEDS=${SEEDS:-0..10000}
 SCENARIO=${SCENARIO:-mixed}
 

@@ -75,7 +75,9 @@ pub(crate) enum Wait {
     Session(String),
     /// A log read (token).
     Read(u64),
-    /// The session's sync pipeline to drain (no group commit).
+    /// The session's next sync to complete (re-checked then): an intake
+    /// without group commit waits for the pipeline to drain, a page for
+    /// the log as loaded to be synced.
     SyncIdle(String),
     /// A read of the session's archive (token).
     History(u64),
@@ -222,6 +224,11 @@ pub(crate) struct Loaded {
     pub slot: u64,
     pub appended_bytes: u64,
     pub synced_bytes: u64,
+    /// The log's length when it was loaded. A predecessor wrote those
+    /// bytes and may not have synced them (a process crash keeps written
+    /// bytes that a power loss then drops): they are durable for this
+    /// host only once a sync of its own covers them.
+    pub loaded_bytes: u64,
     pub sync_in_flight: Option<u64>,
     pub unflushed: Vec<u8>,
     pub unflushed_intakes: usize,
@@ -1711,6 +1718,7 @@ impl Host {
                 slot,
                 appended_bytes,
                 synced_bytes,
+                loaded_bytes: appended_bytes,
                 sync_in_flight: None,
                 unflushed: Vec::new(),
                 unflushed_intakes: 0,

@@ -674,6 +674,13 @@ impl Host {
                     }
                     other => other.flatten(),
                 };
+                // The log as loaded is not yet known durable here: the
+                // page waits for this host's first sync rather than say
+                // the history ends before it (`nextCursor: null` on a
+                // short page is a claim about the head).
+                if l.synced_bytes < l.loaded_bytes {
+                    return Flow::Park(Wait::SyncIdle(sid.to_string()), Parsed::Read(r));
+                }
                 let (ns, next) =
                     page_plan(durable_head(&l.s, l.synced_bytes), limit, after, backward);
                 // Archived events of the page are read first (the request

@@ -220,9 +220,16 @@ impl Client {
     /// A client whose protocol logic is the real SDK core
     /// ([`crate::sdk_client`]); this record is what it reports (its
     /// logical commands, its session, its link).
-    pub fn new_sdk(w: &mut World, idx: usize, role: Role, budget: u32, durable: bool) -> Client {
+    pub fn new_sdk(
+        w: &mut World,
+        idx: usize,
+        role: Role,
+        budget: u32,
+        durable: bool,
+        pages: bool,
+    ) -> Client {
         let mut c = Client::new(idx, role, budget);
-        c.sdk = SdkSlot(Some(Box::new(SdkClient::new(w, budget, durable))));
+        c.sdk = SdkSlot(Some(Box::new(SdkClient::new(w, budget, durable, pages))));
         c
     }
 

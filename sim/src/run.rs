@@ -90,17 +90,23 @@ pub enum ClientKind {
     /// runs by default.
     #[default]
     Sdk,
+    /// [`ClientKind::Sdk`] as it was before its observer paged session
+    /// histories (`view/page`): every run file and corpus entry of client
+    /// `sdk` recorded before then (without `observerPages`) replays bit
+    /// for bit with it.
+    SdkV1,
 }
 
 impl ClientKind {
     /// Every kind.
-    pub const ALL: [ClientKind; 2] = [ClientKind::Sim, ClientKind::Sdk];
+    pub const ALL: [ClientKind; 3] = [ClientKind::Sim, ClientKind::Sdk, ClientKind::SdkV1];
 
     /// The CLI and run-file name.
     pub fn name(self) -> &'static str {
         match self {
             ClientKind::Sim => "sim",
             ClientKind::Sdk => "sdk",
+            ClientKind::SdkV1 => "sdk-v1",
         }
     }
 
@@ -324,12 +330,13 @@ impl Sim {
             let budget = self.workload.commands_per_client;
             let client = match self.cfg.client {
                 ClientKind::Sim => Client::new(c, Role::Driver, budget),
-                ClientKind::Sdk => Client::new_sdk(
+                kind => Client::new_sdk(
                     &mut self.w,
                     c,
                     Role::Driver,
                     budget,
                     self.durability == Durability::Durable,
+                    kind == ClientKind::Sdk,
                 ),
             };
             self.clients.push(client);
@@ -343,7 +350,14 @@ impl Sim {
             let o = self.clients.len();
             let observer = match self.cfg.client {
                 ClientKind::Sim => Client::new(o, Role::Observer, 0),
-                ClientKind::Sdk => Client::new_sdk(&mut self.w, o, Role::Observer, 0, true),
+                kind => Client::new_sdk(
+                    &mut self.w,
+                    o,
+                    Role::Observer,
+                    0,
+                    true,
+                    kind == ClientKind::Sdk,
+                ),
             };
             self.clients.push(observer);
             self.w.schedule(self.w.now_ms + 500, Event::ClientWake(o));
@@ -1065,6 +1079,18 @@ impl Sim {
                             "the archive of {session} has no bytes {from_bytes}..{to_bytes}"
                         )),
                     };
+                let found = matches!(result, HistoryResult::Found(_));
+                let inc = self.hosts[h].inc;
+                self.note(
+                    Actor::Host(h),
+                    What::ArchiveRead {
+                        inc,
+                        session: session.clone(),
+                        from_bytes,
+                        to_bytes,
+                        found,
+                    },
+                );
                 if let Some(host) = self.hosts[h].host.as_mut() {
                     host.handle_history(token, result, now);
                 }

@@ -159,11 +159,15 @@ impl RunFile {
     }
 
     /// The JSON form (`client` only when it is not the default, so a
-    /// legacy run's file is what it always was).
+    /// legacy run's file is what it always was; `observerPages: true` for
+    /// [`ClientKind::Sdk`], whose files before it are [`ClientKind::SdkV1`]'s).
     pub fn to_json(&self) -> Value {
         let mut v = self.to_json_legacy();
         if self.client != ClientKind::Sim {
             v["client"] = json!(self.client.name());
+        }
+        if self.client == ClientKind::Sdk {
+            v["observerPages"] = json!(true);
         }
         v
     }
@@ -216,7 +220,13 @@ impl RunFile {
             None | Some(Value::Null) => ClientKind::Sim,
             Some(c) => {
                 let n = c.as_str().ok_or("\"client\" is not a string")?;
-                ClientKind::from_name(n).ok_or_else(|| format!("unknown client {n:?}"))?
+                match ClientKind::from_name(n).ok_or_else(|| format!("unknown client {n:?}"))? {
+                    // Recorded before observers paged.
+                    ClientKind::Sdk if o.get("observerPages") != Some(&Value::Bool(true)) => {
+                        ClientKind::SdkV1
+                    }
+                    k => k,
+                }
             }
         };
         let seed = opt_u64(o, "seed")?;
@@ -426,6 +436,20 @@ mod tests {
             "a legacy run's file has no client member"
         );
         assert_eq!(RunFile::from_json(&bare.to_json()), Ok(bare));
+    }
+
+    #[test]
+    fn an_sdk_file_from_before_observer_pages_replays_with_the_old_observer() {
+        let f = sample();
+        assert_eq!(f.to_json()["observerPages"], json!(true));
+        let mut v = f.to_json();
+        v.as_object_mut().unwrap().remove("observerPages");
+        let old = RunFile::from_json(&v).unwrap();
+        assert_eq!(old.client, ClientKind::SdkV1);
+        // Written again, it says so, and reads back the same.
+        assert_eq!(old.to_json()["client"], json!("sdk-v1"));
+        assert!(old.to_json().get("observerPages").is_none());
+        assert_eq!(RunFile::from_json(&old.to_json()), Ok(old));
     }
 
     #[test]

@@ -73,16 +73,21 @@ use crate::world::{Decision, World};
 
 /// The core's request timeout (the legacy client's too).
 const REQUEST_TIMEOUT_MS: u64 = crate::client::REQUEST_TIMEOUT_MS;
+/// The most events an observing `view/page` asks for.
+const PAGE_LIMIT: u64 = 24;
 /// How often a healing client re-reads pending approvals.
 const LIST_PENDING_EVERY_MS: u64 = 2_000;
 
 /// What a read was for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum ReadKind {
     /// An observer's `session/read` (the model judges the answer).
     Observe,
     /// `approval/listPending` of our session (healing).
     Pending,
+    /// An observer's `view/page` of session `sid` (the model judges the
+    /// answer; its `nextCursor` continues the walk, in the same direction).
+    Page { sid: String, backward: bool },
 }
 
 /// The SDK client's state beside the [`Client`] record it fills.
@@ -103,9 +108,17 @@ pub struct SdkClient {
     known: crate::known::Known,
     budget: u32,
     counter: u64,
-    /// Observing reads sent: every fourth asks metadata only
-    /// (`excludeItems`), with no draw of its own.
+    /// Observing reads sent: of each four, one asks metadata only
+    /// (`excludeItems`), one a `view/page`, two the whole view (which
+    /// one is the count's, with no draw of its own).
     observed: u64,
+    /// An observer pages (`ClientKind::Sdk`); off, its reads are those
+    /// of `ClientKind::SdkV1`.
+    pages_on: bool,
+    /// Per session, where the last page said the next one starts
+    /// (`nextCursor`) and its direction: an observer walks a session's
+    /// history page by page, as a client would (the model judges each).
+    pages: BTreeMap<String, (String, bool)>,
     idle_until_ms: u64,
     last_list_ms: u64,
     resend_after_reload: bool,
@@ -162,6 +175,9 @@ impl std::fmt::Debug for SdkClient {
             .field("known", &self.known)
             .field("budget", &self.budget)
             .field("counter", &self.counter)
+            .field("observed", &self.observed)
+            .field("pages_on", &self.pages_on)
+            .field("pages", &self.pages)
             .field("idle_until_ms", &self.idle_until_ms)
             .field("last_list_ms", &self.last_list_ms)
             .field("resend_after_reload", &self.resend_after_reload)
@@ -275,7 +291,7 @@ fn bare(params: &Value) -> Map<String, Value> {
 impl SdkClient {
     /// A client with `budget` logical commands; its core's entropy is one
     /// draw of the world.
-    pub fn new(w: &mut World, budget: u32, durable: bool) -> SdkClient {
+    pub fn new(w: &mut World, budget: u32, durable: bool, pages: bool) -> SdkClient {
         let seed = w.bits128(Decision::Ids);
         let draws = Arc::new(AtomicU64::new(0));
         let entropy = CountedEntropy {
@@ -305,6 +321,8 @@ impl SdkClient {
             budget,
             counter: 0,
             observed: 0,
+            pages_on: pages,
+            pages: BTreeMap::new(),
             idle_until_ms: 0,
             last_list_ms: 0,
             resend_after_reload: false,
@@ -493,8 +511,8 @@ impl SdkClient {
                         self.on_outcome(c, i, &outcome, out);
                     }
                 }
-                Completion::Read { handle, result } => {
-                    if self.reads.remove(&handle) == Some(ReadKind::Pending) {
+                Completion::Read { handle, result } => match self.reads.remove(&handle) {
+                    Some(ReadKind::Pending) => {
                         if let Ok(r) = result {
                             for a in r["approvals"].as_array().into_iter().flatten() {
                                 if let Some(id) = a["approvalId"].as_str() {
@@ -503,7 +521,17 @@ impl SdkClient {
                             }
                         }
                     }
-                }
+                    Some(ReadKind::Page { sid, backward }) => {
+                        // The walk goes on from `nextCursor` (the spec's
+                        // anchor of the next page in the same direction);
+                        // at the end, or on an error, a new one starts.
+                        let next = result.as_ref().ok().and_then(|r| r["nextCursor"].as_str());
+                        if let Some(c) = next {
+                            self.pages.insert(sid, (c.to_string(), backward));
+                        }
+                    }
+                    _ => {}
+                },
             }
         }
         moved
@@ -859,14 +887,42 @@ impl SdkClient {
         // the core only checks it is JSON and does not build it.
         if let Ok(sid) = SessionId::parse(&s) {
             self.observed += 1;
-            let spec = if self.observed.is_multiple_of(4) {
-                ReadSpec::SessionMeta { session_id: sid }
-            } else {
-                ReadSpec::SessionRead { session_id: sid }
+            let spec = match self.observed % 4 {
+                0 => ReadSpec::SessionMeta { session_id: sid },
+                1 if self.pages_on => {
+                    let spec = self.page_spec(sid);
+                    let backward = matches!(spec, ReadSpec::ViewPage { backward: true, .. });
+                    if let Ok(h) = self.core.read(w.now_ms, spec) {
+                        self.reads.insert(h, ReadKind::Page { sid: s, backward });
+                    }
+                    return;
+                }
+                _ => ReadSpec::SessionRead { session_id: sid },
             };
             if let Ok(h) = self.core.read_without_result(w.now_ms, spec) {
                 self.reads.insert(h, ReadKind::Observe);
             }
+        }
+    }
+
+    /// A `view/page` of `sid`, 1..=[`PAGE_LIMIT`] events: the next page of
+    /// the walk the last page of `sid` began (its `nextCursor`, its
+    /// direction), or a new walk from the start or the head. Walks from
+    /// the start read a compacted session's archive. The limit and a new
+    /// walk's direction come from the count of observing reads, not from
+    /// draws: a kept run's choices keep their meaning.
+    fn page_spec(&mut self, sid: SessionId) -> ReadSpec {
+        let k = self.observed / 4;
+        let limit = (1 + k.wrapping_mul(7) % PAGE_LIMIT) as u32;
+        let (cursor, backward) = match self.pages.remove(sid.as_str()) {
+            Some((c, backward)) => (Some(c), backward),
+            None => (None, k % 2 == 1),
+        };
+        ReadSpec::ViewPage {
+            session_id: sid,
+            limit,
+            cursor,
+            backward,
         }
     }
 

@@ -153,6 +153,16 @@ pub enum What {
     /// A power loss lost a compaction's rename: the session log is the old
     /// one again (what of it survives follows as `CrashKeep`).
     CompactLost { session: String },
+    /// A host read bytes `from_bytes..to_bytes` of a session's archive
+    /// (events and answers a compaction moved out of the log, read for a
+    /// `view/page` or a replay); `found`: the archive had them.
+    ArchiveRead {
+        inc: u64,
+        session: String,
+        from_bytes: u64,
+        to_bytes: u64,
+        found: bool,
+    },
     /// A client-side note (a command given up, a session abandoned).
     Note(String),
 }
@@ -493,6 +503,20 @@ impl Entry {
                 h.u64(30);
                 h.str(s);
             }
+            What::ArchiveRead {
+                inc,
+                session,
+                from_bytes,
+                to_bytes,
+                found,
+            } => {
+                h.u64(31);
+                h.u64(*inc);
+                h.str(session);
+                h.u64(*from_bytes);
+                h.u64(*to_bytes);
+                h.u64(u64::from(*found));
+            }
         }
         h.finish()
     }
@@ -662,6 +686,18 @@ impl fmt::Display for Entry {
                 f,
                 "{} lost its compaction's rename: the old log is back",
                 short(session)
+            ),
+            What::ArchiveRead {
+                inc,
+                session,
+                from_bytes,
+                to_bytes,
+                found,
+            } => write!(
+                f,
+                "(inc {inc}) reads bytes {from_bytes}..{to_bytes} of the archive of {}{}",
+                short(session),
+                if *found { "" } else { ": not there" }
             ),
             What::EffectDone { inc, key, outcome } => write!(
                 f,

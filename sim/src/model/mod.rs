@@ -30,6 +30,7 @@
 
 pub mod agent;
 pub mod logfile;
+pub mod page;
 pub mod report;
 pub mod session;
 pub mod wire;
@@ -67,6 +68,9 @@ struct Req {
     sig: Option<String>,
     /// Trace index of the host's receipt.
     recv_at: usize,
+    /// The session's durable head in the model at the host's receipt (a
+    /// `view/page` must reach at least this far).
+    floor: u64,
     /// Each distinct decision the spec allowed since receipt.
     window: Vec<Expected>,
     /// Lease holders of the session seen since receipt.
@@ -318,6 +322,8 @@ impl Model {
                 self.storage_failed(h, *inc, session);
             }
             What::AppendFailed { inc, session } => self.storage_failed(h, *inc, session),
+            // What a page or replay read there is judged in its answer.
+            What::ArchiveRead { found: true, .. } => self.rep.hit("4.2 archived history read"),
             What::Phase(p) if p == "liveness" => self.healed = true,
             What::BitRot { session, offset } => {
                 let f = self.files.entry(session.clone()).or_default();
@@ -922,6 +928,10 @@ impl Model {
             sid: sid.clone(),
             sig,
             recv_at: self.rep.at,
+            floor: sid
+                .as_ref()
+                .and_then(|s| self.sessions.get(s))
+                .map_or(0, |s| s.head),
             window: Vec::new(),
             holders: BTreeSet::new(),
             existed: false,
@@ -1012,7 +1022,7 @@ impl Model {
                     .and_then(|s| sessions.get(s))
                     .and_then(Sess::items_texts),
             ),
-            Some(r) if wire::is_command(&r.method) => wire::Keep::Whole,
+            Some(r) if wire::is_command(&r.method) || r.method == "view/page" => wire::Keep::Whole,
             _ => wire::Keep::Nothing,
         };
         // A read's items that are exactly the model's are cut out unread.
@@ -1775,7 +1785,23 @@ impl Model {
             );
             return;
         }
-        if req.method != "session/read" || !durable_host || self.rotten.contains_key(&sid) {
+        if !durable_host || self.rotten.contains_key(&sid) {
+            return;
+        }
+        if req.method == "view/page" {
+            let (Some(sess), Some(ask)) =
+                (self.sessions.get(&sid), page::Ask::of(&sid, &req.params))
+            else {
+                return;
+            };
+            let subject = format!("page {sid} {}", self.rep.at);
+            // Held by the answering host throughout: served from its
+            // memory, where only what it synced is durable.
+            let held = req.holders.len() == 1 && req.holders.contains(&Some((h, inc)));
+            page::judge(&mut self.rep, &subject, sess, ask, req.floor, held, r);
+            return;
+        }
+        if req.method != "session/read" {
             return;
         }
         let Some(sess) = self.sessions.get(&sid) else {

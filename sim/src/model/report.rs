@@ -139,6 +139,10 @@ pub const RULES: &[&str] = &[
     "4.4 pendingCommands read",
     // 4.2 reads
     "4.2 read excludeItems",
+    "4.2 view/page forward",
+    "4.2 view/page backward",
+    "4.2 view/page from a cursor",
+    "4.2 archived history read",
 ];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep

@@ -643,16 +643,21 @@ impl Summary {
         if self.seeds_count < 100 {
             return Vec::new();
         }
-        let rules = if self.scenario == Scenario::Mixed.name() {
-            crate::model::report::RULES
+        let rules: Vec<&'static str> = if self.scenario == Scenario::Mixed.name() {
+            let pages = self.client == crate::run::ClientKind::Sdk.name();
+            let page_rules = if pages {
+                crate::model::report::PAGE_RULES
+            } else {
+                &[]
+            };
+            [crate::model::report::RULES, page_rules].concat()
         } else if self.scenario == Scenario::BitRot.name() {
-            crate::model::report::BITROT_RULES
+            crate::model::report::BITROT_RULES.to_vec()
         } else {
             return Vec::new();
         };
         rules
-            .iter()
-            .copied()
+            .into_iter()
             .filter(|r| self.rules.get(*r).copied().unwrap_or(0) == 0)
             .collect()
     }
@@ -844,6 +849,7 @@ impl Summary {
             ));
         }
         let mut rules: Vec<&str> = crate::model::report::RULES.to_vec();
+        rules.extend(crate::model::report::PAGE_RULES);
         if self.scenario == Scenario::BitRot.name() {
             rules.extend(crate::model::report::BITROT_RULES);
         }
@@ -1035,5 +1041,31 @@ mod tests {
                 first: half + 1
             }
         );
+    }
+
+    #[test]
+    fn page_rules_are_owed_by_the_sdk_client_only() {
+        use crate::model::report::{PAGE_RULES, RULES};
+        let mut s = Summary {
+            scenario: Scenario::Mixed.name().to_string(),
+            seeds_count: 100,
+            ..Summary::default()
+        };
+        for r in RULES {
+            s.rules.insert(r.to_string(), 1);
+        }
+        for (client, owed) in [
+            ("sdk", PAGE_RULES.to_vec()),
+            ("sim", vec![]),
+            ("sdk-v1", vec![]),
+        ] {
+            s.client = client.to_string();
+            assert_eq!(s.missed_rules(), owed, "{client}");
+        }
+        s.client = "sdk".into();
+        for r in PAGE_RULES {
+            s.rules.insert(r.to_string(), 1);
+        }
+        assert!(s.missed_rules().is_empty());
     }
 }

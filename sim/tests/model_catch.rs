@@ -788,6 +788,91 @@ fn log_integrity_a_truncation_that_cuts_valid_records() {
 
 // ----- reads and the scripted agent -------------------------------------
 
+/// A history of three durable updates, then a `view/page` (request id 9)
+/// of `params`, answered `answer` (a result or, with `refused`, an error).
+fn paged(params: Value, answer: Value, refused: bool) -> H {
+    let mut h = H::new();
+    h.start();
+    let mut events = Vec::new();
+    for k in 0..3 {
+        let (_, p) = h.update(2 + k, 11 + k as u32, k, json!({"a": k}));
+        events.push(json!({"method": "state/updated", "params": p}));
+    }
+    let mut p = params;
+    p["sessionId"] = json!(S);
+    h.recv(9, "view/page", p);
+    if refused {
+        h.reject(9, answer);
+    } else {
+        // `{"events": [i, j, ...]}` names the events by their index.
+        let picked: Vec<Value> = answer["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| events[i.as_u64().unwrap() as usize].clone())
+            .collect();
+        h.answer(
+            9,
+            json!({"events": picked, "nextCursor": answer["nextCursor"]}),
+        );
+    }
+    h
+}
+
+#[test]
+fn read_consistency_a_page_off_by_one() {
+    // Three updates after the start's events: their cursors are #n..#n+2.
+    let n = |h: &H| h.n - 2;
+    let probe = paged(
+        json!({"limit": 2}),
+        json!({"events": [], "nextCursor": null}),
+        false,
+    );
+    let first = n(&probe);
+    let c = |k: u64| json!(cursor(first + k));
+    // Backward from the last update's cursor, limit 1: the one before it.
+    let ask = json!({"limit": 1, "direction": "backward", "cursor": c(2)});
+    clean(&paged(
+        ask.clone(),
+        json!({"events": [1], "nextCursor": c(1)}),
+        false,
+    ));
+    caught(
+        &paged(
+            ask.clone(),
+            json!({"events": [0], "nextCursor": c(0)}),
+            false,
+        ),
+        "read-consistency",
+    );
+    caught(
+        &paged(ask, json!({"events": [1], "nextCursor": null}), false),
+        "read-consistency",
+    );
+}
+
+#[test]
+fn read_consistency_a_durable_cursor_refused() {
+    let probe = paged(
+        json!({"limit": 2}),
+        json!({"events": [], "nextCursor": null}),
+        false,
+    );
+    let last = probe.n;
+    let missing = json!({"code": -32011, "message": "unknown cursor anchor",
+        "data": {"kind": "notFound", "reason": "missingAnchor", "sessionId": S}});
+    // A cursor past the head may be refused; one of a durable event not.
+    clean(&paged(
+        json!({"limit": 2, "cursor": cursor(last + 5)}),
+        missing.clone(),
+        true,
+    ));
+    caught(
+        &paged(json!({"limit": 2, "cursor": cursor(last)}), missing, true),
+        "read-consistency",
+    );
+}
+
 #[test]
 fn read_consistency_a_resume_snapshot_with_another_revision() {
     let build = |revision: u64| {

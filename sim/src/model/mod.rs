@@ -1757,6 +1757,36 @@ impl Model {
     /// shows is known by its cursor only: it is judged when the model
     /// stands at that cursor (the usual case on a durable host, whose
     /// loaded reads wait for every record they fold to be synced).
+    /// A `view/page` refused `missingAnchor`: wrong when its cursor names
+    /// an event that was durable when the request arrived (every durable
+    /// host can page from it).
+    fn page_refused(&mut self, h: usize, sid: &str, req: &Req, e: &Value) {
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if !durable_host || self.rotten.contains_key(sid) || e["data"]["reason"] != "missingAnchor"
+        {
+            return;
+        }
+        let Some((n, 0)) = req.params["cursor"]
+            .as_str()
+            .and_then(|c| wire::cursor_of(sid, c))
+        else {
+            return;
+        };
+        if n > req.floor {
+            // Past what was durable: a power loss may have taken it.
+            self.rep.hit("4.2 view/page refused a cursor past the head");
+            return;
+        }
+        self.rep.fail(
+            "read-consistency",
+            &format!("page-anchor {sid} {}", self.rep.at),
+            format!(
+                "session {sid}: view/page from cursor #{n} refused missingAnchor, though #{} was durable when it arrived",
+                req.floor
+            ),
+        );
+    }
+
     fn read_answered(
         &mut self,
         h: usize,
@@ -1765,8 +1795,16 @@ impl Model {
         outcome: &Result<Value, Value>,
         items: Option<&str>,
     ) {
-        let Ok(r) = outcome else { return };
         let Some(sid) = req.sid.clone() else { return };
+        let r = match outcome {
+            Ok(r) => r,
+            Err(e) => {
+                if req.method == "view/page" {
+                    self.page_refused(h, &sid, req, e);
+                }
+                return;
+            }
+        };
         // `view/unsubscribe` answers `{}` whatever the session's state
         // (PROTOCOL.md 4.2: idempotent): it reads nothing, so a damaged
         // log does not bar it.

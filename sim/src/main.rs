@@ -80,9 +80,10 @@ enum Cmd {
         /// One seed.
         #[arg(long)]
         seed: Option<u64>,
-        /// Worker threads.
-        #[arg(long, default_value_t = 1)]
-        jobs: usize,
+        /// Worker threads [default: the cores this process may use]. The
+        /// verdicts, summary and trace hashes do not depend on it.
+        #[arg(long)]
+        jobs: Option<usize>,
         /// Run only shard K of N (K/N, 1-based), or `auto`: K and N from a
         /// Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with
         /// MSP_SIM_SHARD_COUNT), a Slurm array (SLURM_ARRAY_TASK_ID,
@@ -374,7 +375,9 @@ fn main() -> ExitCode {
             scenario: cmd::scenario(&scenario),
             seeds,
             seed,
-            jobs,
+            jobs: jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            }),
             shard,
             json,
             bug: cmd::bug(&bug),

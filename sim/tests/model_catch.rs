@@ -871,6 +871,22 @@ fn read_consistency_a_durable_cursor_refused() {
         &paged(json!({"limit": 2, "cursor": cursor(last)}), missing, true),
         "read-consistency",
     );
+    // A sound log (its archive included) is never refused as corrupt, and
+    // a session that existed never as not found.
+    let corrupt = json!({"code": -32603, "message": "session log is corrupt",
+        "data": {"kind": "internal", "reason": "logCorrupt", "file": "history.log", "offset": 7}});
+    caught(
+        &paged(json!({"limit": 2}), corrupt, true),
+        "read-consistency",
+    );
+    let gone = json!({"code": -32020, "message": "session not found",
+        "data": {"kind": "sessionNotFound", "sessionId": S}});
+    caught(&paged(json!({"limit": 2}), gone, true), "read-consistency");
+    // A refusal of the request itself (its link never said `initialized`)
+    // says nothing of the log.
+    let uninit =
+        json!({"code": -32600, "message": "Not initialized", "data": {"kind": "notInitialized"}});
+    clean(&paged(json!({"limit": 2}), uninit, true));
 }
 
 #[test]

@@ -77,6 +77,8 @@ struct Req {
     holders: BTreeSet<Option<(usize, u64)>>,
     /// The session existed on disk at some point since receipt.
     existed: bool,
+    /// It existed (durably created) already when the request arrived.
+    existed_at_recv: bool,
     /// The intake of its command was settled rejected/abandoned (durably)
     /// already when it arrived.
     terminal_at_recv: bool,
@@ -935,6 +937,7 @@ impl Model {
             window: Vec::new(),
             holders: BTreeSet::new(),
             existed: false,
+            existed_at_recv: false,
             terminal_at_recv: false,
             storage_failed: false,
             rot_memory_loads: sid
@@ -945,6 +948,7 @@ impl Model {
         if let Some(s) = &sid {
             r.holders.insert(self.leases.get(s).copied());
             r.existed = self.sessions.get(s).is_some_and(|x| x.created);
+            r.existed_at_recv = r.existed;
             if let (Some(sess), Some(c)) = (self.sessions.get(s), &r.cid) {
                 r.window.push(sess.expected(c, &r.method, &r.params));
                 r.terminal_at_recv = sess.ledger.get(&wire::key(c)).is_some_and(|i| {
@@ -1757,13 +1761,28 @@ impl Model {
     /// shows is known by its cursor only: it is judged when the model
     /// stands at that cursor (the usual case on a durable host, whose
     /// loaded reads wait for every record they fold to be synced).
-    /// A `view/page` refused `missingAnchor`: wrong when its cursor names
-    /// an event that was durable when the request arrived (every durable
-    /// host can page from it).
+    /// A `view/page` refused for what it read. Of a session that existed
+    /// when the request arrived and whose log is sound (the simulated disk
+    /// never fails a read), a page is never `sessionNotFound` nor
+    /// `logCorrupt` (its archive included), and `missingAnchor` only for a
+    /// cursor past what was durable then: every durable host can page from
+    /// a durable event. (Refusals of the request itself, such as
+    /// `notInitialized` on a link whose `initialized` was lost, say
+    /// nothing of the log.)
     fn page_refused(&mut self, h: usize, sid: &str, req: &Req, e: &Value) {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
-        if !durable_host || self.rotten.contains_key(sid) || e["data"]["reason"] != "missingAnchor"
-        {
+        if !durable_host || self.rotten.contains_key(sid) || !req.existed_at_recv {
+            return;
+        }
+        if e["code"] == -32020 || e["data"]["reason"] == "logCorrupt" {
+            self.rep.fail(
+                "read-consistency",
+                &format!("page-refused {sid} {}", self.rep.at),
+                format!("session {sid}: view/page of a sound log refused: {e}"),
+            );
+            return;
+        }
+        if e["data"]["reason"] != "missingAnchor" {
             return;
         }
         let Some((n, 0)) = req.params["cursor"]

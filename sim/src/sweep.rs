@@ -644,13 +644,11 @@ impl Summary {
             return Vec::new();
         }
         let rules: Vec<&'static str> = if self.scenario == Scenario::Mixed.name() {
-            let pages = self.client == crate::run::ClientKind::Sdk.name();
-            let page_rules = if pages {
-                crate::model::report::PAGE_RULES
-            } else {
-                &[]
-            };
-            [crate::model::report::RULES, page_rules].concat()
+            let mut rules = crate::model::report::RULES.to_vec();
+            if self.client == crate::run::ClientKind::Sdk.name() {
+                rules.extend(crate::model::report::PAGE_RULES);
+            }
+            rules
         } else if self.scenario == Scenario::BitRot.name() {
             crate::model::report::BITROT_RULES.to_vec()
         } else {

@@ -70,6 +70,16 @@ fn turn(h: &mut Harness, c: u64, id: u64, n: u32, text: &str, extra: Value) -> V
     req(h, c, id, "turn/start", p)
 }
 
+/// The `viewCursor` of each event of a `view/page` result, in order.
+fn page_cursors(r: &Value) -> Vec<&Value> {
+    r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["params"]["viewCursor"])
+        .collect()
+}
+
 fn reason(v: &Value) -> &str {
     v["error"]["data"]["reason"].as_str().unwrap_or("")
 }
@@ -1268,12 +1278,7 @@ fn a_page_of_a_log_just_loaded_waits_for_its_sync_rather_than_say_the_history_is
     h.release_syncs();
     let f = h.take(c2);
     let r = &response(&f, 6)["result"];
-    let cursors: Vec<&Value> = r["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["params"]["viewCursor"])
-        .collect();
+    let cursors = page_cursors(r);
     let cursor = |n: u64| json!(format!("v:{SID}:{n}"));
     assert_eq!(cursors, [&cursor(2), &cursor(3), &cursor(4)], "{r}");
     assert_eq!(r["nextCursor"], cursor(2));
@@ -1396,12 +1401,7 @@ fn view_page_backward_is_ascending_and_anchors_at_its_oldest() {
         json!({"sessionId": SID, "limit": 2, "direction": "backward"}),
     );
     let r = &response(&f, 3)["result"];
-    let got: Vec<&Value> = r["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["params"]["viewCursor"])
-        .collect();
+    let got = page_cursors(r);
     assert_eq!(
         got,
         [&cursor(3), &cursor(4)],
@@ -1416,12 +1416,7 @@ fn view_page_backward_is_ascending_and_anchors_at_its_oldest() {
         json!({"sessionId": SID, "limit": 5, "direction": "backward", "cursor": cursor(3)}),
     );
     let r = &response(&f, 4)["result"];
-    let got: Vec<&Value> = r["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["params"]["viewCursor"])
-        .collect();
+    let got = page_cursors(r);
     assert_eq!(got, [&cursor(1), &cursor(2)]);
     assert_eq!(r["nextCursor"], Value::Null, "the beginning");
 }

@@ -1757,10 +1757,6 @@ impl Model {
         });
     }
 
-    /// A read (PROTOCOL.md 4.2). A read is not recorded, so the point it
-    /// shows is known by its cursor only: it is judged when the model
-    /// stands at that cursor (the usual case on a durable host, whose
-    /// loaded reads wait for every record they fold to be synced).
     /// A `view/page` refused for what it read. Of a session that existed
     /// when the request arrived and whose log is sound (the simulated disk
     /// never fails a read), a page is never `sessionNotFound` nor
@@ -1769,8 +1765,7 @@ impl Model {
     /// a durable event. (Refusals of the request itself, such as
     /// `notInitialized` on a link whose `initialized` was lost, say
     /// nothing of the log.)
-    fn page_refused(&mut self, h: usize, sid: &str, req: &Req, e: &Value) {
-        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+    fn page_refused(&mut self, durable_host: bool, sid: &str, req: &Req, e: &Value) {
         if !durable_host || self.rotten.contains_key(sid) || !req.existed_at_recv {
             return;
         }
@@ -1806,6 +1801,10 @@ impl Model {
         );
     }
 
+    /// A read (PROTOCOL.md 4.2). A read is not recorded, so the point it
+    /// shows is known by its cursor only: it is judged when the model
+    /// stands at that cursor (the usual case on a durable host, whose
+    /// loaded reads wait for every record they fold to be synced).
     fn read_answered(
         &mut self,
         h: usize,
@@ -1815,11 +1814,12 @@ impl Model {
         items: Option<&str>,
     ) {
         let Some(sid) = req.sid.clone() else { return };
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let r = match outcome {
             Ok(r) => r,
             Err(e) => {
                 if req.method == "view/page" {
-                    self.page_refused(h, &sid, req, e);
+                    self.page_refused(durable_host, &sid, req, e);
                 }
                 return;
             }
@@ -1830,7 +1830,6 @@ impl Model {
         if req.method == "view/unsubscribe" {
             return;
         }
-        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         if self.rotten.contains_key(&sid) && self.rot_holder.get(&sid) != Some(&(h, inc)) {
             self.rep.fail(
                 "log-integrity",

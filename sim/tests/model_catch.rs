@@ -928,6 +928,78 @@ fn read_consistency_a_resume_snapshot_with_another_revision() {
     caught(&build(2), "read-consistency");
 }
 
+/// A snapshot resume after a turn, answered, then replayed (request 4)
+/// with `replayed` (the first answer's text with one edit): a replay
+/// must be value-identical to the recorded answer, whatever its spelling.
+fn resume_replayed(edit: impl Fn(String) -> String) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 10, "hi");
+    let c = cid(20);
+    let p = json!({"commandId": c, "sessionId": S});
+    h.recv(3, "session/resume", p.clone());
+    let created = h.entries.iter().find_map(|(at, _, w)| match w {
+        What::LeaseGrant { .. } => Some(T0 + *at),
+        _ => None,
+    });
+    let mut session = h.session_obj(created.unwrap(), 0, Some(&cid(10)));
+    session["approvalMode"]["source"] = json!("replay");
+    session["status"] = json!("running");
+    let item = json!({"itemId": cid(1010), "kind": "userMessage", "turnId": cid(10), "revision": 1,
+                      "status": "completed", "text": "hi", "commandId": cid(10)});
+    let turn = json!({"turnId": cid(10), "commandId": cid(10)});
+    let snapshot = json!({"schemaVersion": 1, "viewCursor": cursor(2), "state": {
+        "items": [item], "activeTurn": turn, "queuedTurns": [], "pendingApprovals": [],
+        "pendingUserInputs": [], "approvalMode": {"mode": "promptUnmatched", "source": "replay", "lastCommandId": null},
+        "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
+        "goal": null, "todoList": null, "branch": null,
+        "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
+        "turnCount": 0, "pendingCommands": [], "revision": 0, "kv": {}}});
+    let result = json!({"session": session, "viewCursor": cursor(2),
+        "history": {"mode": "snapshot", "items": null, "snapshot": snapshot}, "pendingRequests": []});
+    let r = h.received(
+        &c,
+        "session/resume",
+        json!({"sessionId": S, "cursor": null}),
+        json!({"result": result}),
+    );
+    let st = h.settled(&c);
+    h.append(vec![r, st]);
+    h.sync();
+    h.answer(3, result.clone());
+    h.recv(4, "session/resume", p);
+    let line = json!({"jsonrpc": "2.0", "id": 4, "result": result}).to_string();
+    h.host(What::HostSend {
+        inc: 1,
+        link: 1,
+        line: edit(line),
+    });
+    h
+}
+
+#[test]
+fn value_identical_replays_a_snapshot_resume_replayed_with_other_items() {
+    // Controls: the same answer, and the same values spelled otherwise
+    // (an item's members in another order, a space), are value-identical.
+    clean(&resume_replayed(|l| l));
+    let reordered = |l: String| {
+        let from = "\"text\":\"hi\",\"turnId\"";
+        assert!(l.contains(from), "{l}");
+        l.replacen(from, "\"turnId\"", 1)
+            .replacen("\"status\":\"completed\",", "\"status\":\"completed\", \"text\":\"hi\",", 1)
+    };
+    clean(&resume_replayed(reordered));
+    // An item that differs, and a snapshot that differs beside its items.
+    caught(
+        &resume_replayed(|l| l.replacen("\"text\":\"hi\"", "\"text\":\"ho\"", 1)),
+        "value-identical-replays",
+    );
+    caught(
+        &resume_replayed(|l| l.replacen("\"revision\":0", "\"revision\":1", 1)),
+        "value-identical-replays",
+    );
+}
+
 #[test]
 fn scripted_agent_a_message_that_is_not_the_echo() {
     let build = |text: &str| {

@@ -106,6 +106,9 @@ pub struct Ctx {
     pub scenario: Scenario,
     /// Sessions other clients hold (for the observer).
     pub sessions: Vec<String>,
+    /// For each of `sessions`, the logical commands its driver issued so
+    /// far (how large its view has grown, for the observer).
+    pub session_issued: Vec<u64>,
     /// The hosts' idle-unload delay (0: never), so a client can let its
     /// session be unloaded on purpose.
     pub idle_unload_ms: u64,
@@ -236,6 +239,13 @@ impl Client {
     /// Whether the SDK core drives this client.
     pub fn is_sdk(&self) -> bool {
         self.sdk.0.is_some()
+    }
+
+    /// Logical commands an SDK client issued so far (what its session's
+    /// observers thin their whole-view reads by); `0` for the simulator's
+    /// own client, whose observing reads are as they were.
+    pub fn issued(&self) -> u64 {
+        self.sdk.0.as_ref().map_or(0, |s| s.issued())
     }
 
     /// Logical commands this client may still issue in the safety phase.

@@ -539,6 +539,12 @@ impl Sim {
                 .filter(|c| c.role == Role::Driver)
                 .filter_map(|c| c.session.clone())
                 .collect(),
+            session_issued: self
+                .clients
+                .iter()
+                .filter(|c| c.role == Role::Driver && c.session.is_some())
+                .map(Client::issued)
+                .collect(),
             idle_unload_ms: self.idle_unload_ms,
         }
     }

@@ -75,6 +75,12 @@ use crate::world::{Decision, World};
 const REQUEST_TIMEOUT_MS: u64 = crate::client::REQUEST_TIMEOUT_MS;
 /// The most events an observing `view/page` asks for.
 const PAGE_LIMIT: u64 = 24;
+/// Up to this many logical commands issued by a session's driver, every
+/// whole-view read an observer makes of that session reads it whole.
+const FULL_READS_FREE_UP_TO: u64 = 16;
+/// Past [`FULL_READS_FREE_UP_TO`], one more skipped whole-view read (read
+/// metadata only) per this many commands issued, before each whole one.
+const FULL_READS_SKIP_PER: u64 = 8;
 /// How often a healing client re-reads pending approvals.
 const LIST_PENDING_EVERY_MS: u64 = 2_000;
 
@@ -112,6 +118,13 @@ pub struct SdkClient {
     /// (`excludeItems`), one a `view/page`, two the whole view (which
     /// one is the count's, with no draw of its own).
     observed: u64,
+    /// Logical commands issued (what [`SdkClient::budget_left`] counts
+    /// down), the size of this client's session for observers: a view
+    /// grows with the commands applied to it.
+    issued: u64,
+    /// Per session, the whole-view reads turned into metadata-only reads
+    /// since the last whole one (see [`SdkClient::whole_read_due`]).
+    thinned: BTreeMap<String, u64>,
     /// An observer pages (`ClientKind::Sdk`); off, its reads are those
     /// of `ClientKind::SdkV1`.
     pages_on: bool,
@@ -176,6 +189,8 @@ impl std::fmt::Debug for SdkClient {
             .field("budget", &self.budget)
             .field("counter", &self.counter)
             .field("observed", &self.observed)
+            .field("issued", &self.issued)
+            .field("thinned", &self.thinned)
             .field("pages_on", &self.pages_on)
             .field("pages", &self.pages)
             .field("idle_until_ms", &self.idle_until_ms)
@@ -321,6 +336,8 @@ impl SdkClient {
             budget,
             counter: 0,
             observed: 0,
+            issued: 0,
+            thinned: BTreeMap::new(),
             pages_on: pages,
             pages: BTreeMap::new(),
             idle_until_ms: 0,
@@ -334,6 +351,34 @@ impl SdkClient {
     /// Logical commands still to issue in the safety phase.
     pub fn budget_left(&self) -> u32 {
         self.budget
+    }
+
+    /// Logical commands issued so far.
+    pub fn issued(&self) -> u64 {
+        self.issued
+    }
+
+    /// Whether an observer's whole-view read of `sid`, whose driver has
+    /// issued `size` commands, goes out whole (else it reads metadata
+    /// only, `excludeItems`). A whole view grows with its session, so
+    /// reading it at a fixed rate would make a run's cost grow with the
+    /// square of its length; a client that follows a session pages it or
+    /// follows its events, and reads it whole now and then. Past
+    /// [`FULL_READS_FREE_UP_TO`] commands, each whole read is preceded by
+    /// `(size - FULL_READS_FREE_UP_TO) / FULL_READS_SKIP_PER` thinned ones:
+    /// the whole views' bytes per observing read stay about constant.
+    /// No scenario's own workload issues enough commands per client for
+    /// this to thin a read: only longer fixed workloads (`bench`'s growth
+    /// runs) see it.
+    fn whole_read_due(&mut self, sid: &str, size: u64) -> bool {
+        let owed = size.saturating_sub(FULL_READS_FREE_UP_TO) / FULL_READS_SKIP_PER;
+        let done = self.thinned.get(sid).copied().unwrap_or(0);
+        if done < owed {
+            self.thinned.insert(sid.to_string(), done + 1);
+            return false;
+        }
+        self.thinned.remove(sid);
+        true
     }
 
     fn outstanding(c: &Client, i: usize) -> bool {
@@ -869,6 +914,7 @@ impl SdkClient {
             return;
         }
         self.budget -= 1;
+        self.issued += 1;
         self.pick(c, w, ctx);
     }
 
@@ -876,8 +922,9 @@ impl SdkClient {
         if ctx.sessions.is_empty() || !w.chance(Decision::Client, 150) {
             return;
         }
-        let s =
-            ctx.sessions[w.decide(Decision::Client, ctx.sessions.len() as u64) as usize].clone();
+        let i = w.decide(Decision::Client, ctx.sessions.len() as u64) as usize;
+        let s = ctx.sessions[i].clone();
+        let size = ctx.session_issued.get(i).copied().unwrap_or(0);
         // At most one read per session outstanding (reads are re-sent
         // until answered).
         if self.reads.len() >= 4 {
@@ -896,6 +943,9 @@ impl SdkClient {
                         self.reads.insert(h, ReadKind::Page { sid: s, backward });
                     }
                     return;
+                }
+                _ if self.pages_on && !self.whole_read_due(&s, size) => {
+                    ReadSpec::SessionMeta { session_id: sid }
                 }
                 _ => ReadSpec::SessionRead { session_id: sid },
             };
@@ -1117,6 +1167,32 @@ fn reconnect_permille(ctx: &Ctx) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whole-view reads are thinned only past the free size, and then so
+    /// that one in `1 + (size - 16) / 8` goes out whole, per session.
+    #[test]
+    fn whole_view_reads_thin_as_the_session_grows() {
+        let mut w = World::new(1, 0);
+        let mut c = SdkClient::new(&mut w, 8, true, true);
+        let pattern = |c: &mut SdkClient, sid: &str, size: u64| -> String {
+            (0..8)
+                .map(|_| {
+                    if c.whole_read_due(sid, size) {
+                        'W'
+                    } else {
+                        'm'
+                    }
+                })
+                .collect()
+        };
+        for size in [0, 16, 23] {
+            assert_eq!(pattern(&mut c, "a", size), "WWWWWWWW", "size {size}");
+        }
+        assert_eq!(pattern(&mut c, "a", 24), "mWmWmWmW");
+        assert_eq!(pattern(&mut c, "b", 40), "mmmWmmmW");
+        // Another session's count is its own.
+        assert_eq!(pattern(&mut c, "c", 16), "WWWWWWWW");
+    }
 
     #[test]
     fn a_line_without_the_name_or_an_escape_names_no_command_id() {

@@ -985,8 +985,11 @@ fn value_identical_replays_a_snapshot_resume_replayed_with_other_items() {
     let reordered = |l: String| {
         let from = "\"text\":\"hi\",\"turnId\"";
         assert!(l.contains(from), "{l}");
-        l.replacen(from, "\"turnId\"", 1)
-            .replacen("\"status\":\"completed\",", "\"status\":\"completed\", \"text\":\"hi\",", 1)
+        l.replacen(from, "\"turnId\"", 1).replacen(
+            "\"status\":\"completed\",",
+            "\"status\":\"completed\", \"text\":\"hi\",",
+            1,
+        )
     };
     clean(&resume_replayed(reordered));
     // An item that differs, and a snapshot that differs beside its items.

@@ -65,6 +65,10 @@ struct Which {
     /// run files without a `client` member replay with).
     #[arg(long, default_value = cmd::DEFAULT_CLIENT, value_parser = clients(), conflicts_with = "file")]
     client: String,
+    /// With --seed: this many logical commands per client instead of the
+    /// scenario's own workload (as `run --commands` drew the run).
+    #[arg(long, conflicts_with = "file", value_parser = clap::value_parser!(u32).range(1..))]
+    commands: Option<u32>,
 }
 
 #[derive(Subcommand)]
@@ -106,6 +110,12 @@ enum Cmd {
         /// client.
         #[arg(long, default_value = cmd::DEFAULT_CLIENT, value_parser = clients())]
         client: String,
+        /// Logical commands per client for every seed, instead of each
+        /// scenario's own workload: longer sessions (compaction, archived
+        /// history, loads of large logs). A failure's printed replay and
+        /// shrink commands carry it.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        commands: Option<u32>,
     },
     /// Reproduce one run bit for bit (a seed, or a run file).
     Replay {
@@ -371,6 +381,7 @@ fn main() -> ExitCode {
             bug,
             check_determinism,
             client,
+            commands,
         } => cmd::run::main(cmd::run::Args {
             scenario: cmd::scenario(&scenario),
             seeds,
@@ -383,6 +394,7 @@ fn main() -> ExitCode {
             bug: cmd::bug(&bug),
             check_determinism,
             client: cmd::client(&client),
+            commands,
         }),
         Cmd::Replay {
             which,

@@ -180,18 +180,22 @@ pub fn sweep(
         seeds,
         bug,
         ClientKind::Sdk,
+        &Plan::seeded(),
         jobs,
         double_all,
         on_done,
     )
 }
 
-/// As [`sweep`], with the clients of `client`.
+/// As [`sweep`], with the clients of `client`, each seed drawn as `plan`
+/// says ([`Plan::seeded`], or [`commands_plan`] for a fixed workload).
+#[allow(clippy::too_many_arguments)]
 pub fn sweep_client(
     scenario: Scenario,
     seeds: &[u64],
     bug: Option<Bug>,
     client: ClientKind,
+    plan: &Plan,
     jobs: usize,
     double_all: bool,
     on_done: &(dyn Fn() + Sync),
@@ -207,7 +211,7 @@ pub fn sweep_client(
                 }
                 // A sample of seeds is always run twice.
                 let double = double_all || i.is_multiple_of(64);
-                let o = run_seed_client(scenario, seeds[i], bug, client, double, &Plan::seeded());
+                let o = run_seed_client(scenario, seeds[i], bug, client, double, plan);
                 out.lock().expect("no poisoned lock")[i] = Some(o);
                 on_done();
             });
@@ -429,6 +433,9 @@ pub struct Summary {
     /// The client kind's name (`sdk`, `sim`), or empty when the summary
     /// does not say (written by an older msp-sim, or by a library caller).
     pub client: String,
+    /// Logical commands per client, when the sweep fixed them
+    /// (`run --commands N`); `None`: each scenario's own workload.
+    pub commands: Option<u32>,
     /// Seeds run.
     pub seeds_count: u64,
     /// Failing seeds with property and explanation.
@@ -667,6 +674,7 @@ impl Summary {
             "scenario": self.scenario,
             "bug": self.bug,
             "client": (!self.client.is_empty()).then_some(&self.client),
+            "commandsPerClient": self.commands,
             "seeds": self.seeds_count,
             "failures": self.failures.iter().map(|(s, p, d)| json!({"seed": s, "property": p, "detail": d})).collect::<Vec<_>>(),
             "divergences": self.divergences.iter().map(|(s, d)| json!({"seed": s, "detail": d})).collect::<Vec<_>>(),
@@ -718,6 +726,9 @@ impl Summary {
             scenario: v["scenario"].as_str()?.to_string(),
             bug: v["bug"].as_str().map(str::to_string),
             client: v["client"].as_str().unwrap_or_default().to_string(),
+            commands: v["commandsPerClient"]
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok()),
             seeds_count: v["seeds"].as_u64()?,
             failures: v["failures"]
                 .as_array()?
@@ -793,7 +804,11 @@ impl Summary {
                     String::new()
                 } else {
                     format!(" (client {})", self.client)
-                },
+                }
+                + &self
+                    .commands
+                    .map(|n| format!(" ({n} commands per client)"))
+                    .unwrap_or_default(),
             self.seeds_count,
             self.failures.len(),
             self.double_run_count,
@@ -879,7 +894,7 @@ impl Summary {
 
 /// The one line that reproduces a seed (with the SDK client).
 pub fn repro_line(scenario: Scenario, seed: u64, bug: Option<Bug>) -> String {
-    repro_line_client(scenario, seed, bug, ClientKind::Sdk)
+    repro_line_client(scenario, seed, bug, ClientKind::Sdk, None)
 }
 
 /// The one line that reproduces a seed run with `client`'s clients.
@@ -888,13 +903,17 @@ pub fn repro_line_client(
     seed: u64,
     bug: Option<Bug>,
     client: ClientKind,
+    commands: Option<u32>,
 ) -> String {
     format!(
-        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{} --client {}",
+        "cargo run --release -p msp-sim -- replay --scenario {} --seed {seed}{} --client {}{}",
         scenario.name(),
         bug.map(|b| format!(" --bug {}", b.name()))
             .unwrap_or_default(),
-        client.name()
+        client.name(),
+        commands
+            .map(|n| format!(" --commands {n}"))
+            .unwrap_or_default()
     )
 }
 

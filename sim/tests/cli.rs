@@ -6,7 +6,8 @@
 //! prints its growth ratios; `app` fails with a reproduction line that
 //! fails again; `run` uses the SDK client unless told otherwise, names it
 //! in its reproduction line and its summary, and `merge` refuses shards of
-//! two clients.
+//! two clients; `run --commands N` fixes the workload, its reproduction
+//! line carries it, and `merge` refuses shards of two workloads.
 
 use std::process::{Command, Output};
 
@@ -360,6 +361,79 @@ fn run_uses_the_sdk_client_by_default_and_its_reproduction_names_it() {
     let o = sim(&["merge", &files[0], &files[1]]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("client"), "{}", text(&o));
+    for f in files {
+        std::fs::remove_file(f).ok();
+    }
+}
+
+/// The trace hash `replay` prints.
+fn replay_hash(t: &str) -> String {
+    t.split("trace hash ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no trace hash in:\n{t}"))
+        .to_string()
+}
+
+#[test]
+fn run_commands_fixes_the_workload_and_its_reproduction_replays_that_run() {
+    let o = sim(&[
+        "run",
+        "--scenario",
+        "mixed",
+        "--seeds",
+        "0..1",
+        "--bug",
+        "ack-before-sync",
+        "--commands",
+        "40",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("(40 commands per client)"), "{t}");
+    let line = t
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(" replay --scenario"))
+        .unwrap_or_else(|| panic!("no reproduction line in:\n{t}"));
+    assert!(line.ends_with("--commands 40"), "{line}");
+    let args: Vec<&str> = line
+        .split(" -- ")
+        .nth(1)
+        .expect("cargo run ... -- ARGS")
+        .split_whitespace()
+        .collect();
+    let again = sim(&args);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    // Another workload: another run; the default one is not it.
+    let default = sim(&args[..args.len() - 2]);
+    assert_ne!(
+        replay_hash(&text(&again)),
+        replay_hash(&text(&default)),
+        "--commands changed nothing"
+    );
+    // Summaries of two workloads do not merge.
+    let files: Vec<String> = [("1/2", Some("40")), ("2/2", None)]
+        .iter()
+        .enumerate()
+        .map(|(i, (shard, n))| {
+            let mut a = vec!["run", "--scenario", "turns", "--seeds", "0..4"];
+            a.extend(["--shard", shard, "--json"]);
+            if let Some(n) = n {
+                a.extend(["--commands", n]);
+            }
+            let o = sim(&a);
+            assert!(o.status.success(), "{}", text(&o));
+            let j = String::from_utf8_lossy(&o.stdout).into_owned();
+            assert_eq!(j.contains("\"commandsPerClient\":40"), n.is_some(), "{j}");
+            tmp(&format!("commands-{i}.json"), &j)
+        })
+        .collect();
+    let o = sim(&["merge", &files[0], &files[1]]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("workload"), "{}", text(&o));
     for f in files {
         std::fs::remove_file(f).ok();
     }

@@ -25,7 +25,16 @@ fn cfg(scenario: Scenario, seed: u64, bug: Option<Bug>) -> RunConfig {
 fn every_scenario_runs_clean_with_the_sdk_client() {
     for scenario in Scenario::ALL {
         let seeds: Vec<u64> = (0..6).collect();
-        let out = sweep_client(scenario, &seeds, None, ClientKind::Sdk, 2, false, &|| {});
+        let out = sweep_client(
+            scenario,
+            &seeds,
+            None,
+            ClientKind::Sdk,
+            &Plan::seeded(),
+            2,
+            false,
+            &|| {},
+        );
         let bad: Vec<_> = out
             .iter()
             .filter(|o| o.failure.is_some() || o.divergence.is_some())
@@ -70,7 +79,16 @@ fn planted_bugs_are_caught_with_the_sdk_client() {
     ] {
         let b = Bug::from_name(bug).expect("a planted bug");
         let seeds: Vec<u64> = (0..6).collect();
-        let out = sweep_client(scenario, &seeds, Some(b), ClientKind::Sdk, 2, false, &|| {});
+        let out = sweep_client(
+            scenario,
+            &seeds,
+            Some(b),
+            ClientKind::Sdk,
+            &Plan::seeded(),
+            2,
+            false,
+            &|| {},
+        );
         assert!(
             out.iter()
                 .any(|o| o.properties.iter().any(|p| p == property)),

@@ -29,8 +29,12 @@ pub fn main(files: &[String]) -> ExitCode {
         match &mut total {
             None => total = Some(s),
             Some(t) => {
-                if t.scenario != s.scenario || t.bug != s.bug || t.client != s.client {
-                    return usage("merge wants shards of one scenario, bug and client");
+                if t.scenario != s.scenario
+                    || t.bug != s.bug
+                    || t.client != s.client
+                    || t.commands != s.commands
+                {
+                    return usage("merge wants shards of one scenario, bug, client and workload");
                 }
                 if let Err(e) = t.check_disjoint(&s) {
                     return usage(&format!("{f}: refused: {e}"));

@@ -88,7 +88,10 @@ pub fn named(w: &Which) -> Result<Named, String> {
                 bug: bug(&w.bug),
                 client: client(&w.client),
             },
-            plan: Plan::seeded(),
+            plan: match w.commands {
+                Some(n) => msp_sim::sweep::commands_plan(scenario(&w.scenario), n),
+                None => Plan::seeded(),
+            },
             file: None,
         }),
         _ => Err("name a run with --seed N (and --scenario, --bug) or --file F".into()),

@@ -6,9 +6,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use msp::core::bugs::Bug;
+use msp_sim::plan::Plan;
 use msp_sim::run::ClientKind;
 use msp_sim::shard;
-use msp_sim::sweep::{repro_line_client, shard_seeds, sweep_client, SeedPart, Summary};
+use msp_sim::sweep::{
+    commands_plan, repro_line_client, shard_seeds, sweep_client, SeedPart, Summary,
+};
 use msp_sim::workload::Scenario;
 
 use super::{usage, EXIT_SHORTFALL, EXIT_VIOLATION};
@@ -37,6 +40,9 @@ pub struct Args {
     pub check_determinism: bool,
     /// Which client drives the hosts.
     pub client: ClientKind,
+    /// Logical commands per client, fixed for every seed (`None`: each
+    /// scenario's own workload).
+    pub commands: Option<u32>,
 }
 
 /// Runs the subcommand; its exit code.
@@ -110,13 +116,18 @@ fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
             );
         }
     };
-    let outcomes = sweep_client(scenario, &seeds, bug, client, jobs, check, &tick);
+    let plan = match a.commands {
+        Some(n) => commands_plan(scenario, n),
+        None => Plan::seeded(),
+    };
+    let outcomes = sweep_client(scenario, &seeds, bug, client, &plan, jobs, check, &tick);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     let mut summary = Summary::of(scenario, bug, &outcomes, check);
     summary.parts.push(part);
     summary.client = client.name().to_string();
+    summary.commands = a.commands;
     summary.wall_ms = started.elapsed().as_millis() as u64;
     if json {
         println!("{}", summary.to_json());
@@ -138,14 +149,15 @@ fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
             }
             println!(
                 "  reproduce with:\n    {}\n  shrink with:\n    {}",
-                repro_line_client(scenario, o.seed, bug, client),
-                repro_line_client(scenario, o.seed, bug, client).replace(" replay ", " shrink ")
+                repro_line_client(scenario, o.seed, bug, client, a.commands),
+                repro_line_client(scenario, o.seed, bug, client, a.commands)
+                    .replace(" replay ", " shrink ")
             );
         }
         for (s, d) in &summary.divergences {
             println!(
                 "NONDETERMINISM seed {s}: {d}\n  reproduce with:\n    {} --trace",
-                repro_line_client(scenario, *s, bug, client)
+                repro_line_client(scenario, *s, bug, client, a.commands)
             );
         }
     }

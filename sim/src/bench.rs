@@ -20,7 +20,7 @@ use std::fmt;
 
 use serde_json::{json, Value};
 
-use crate::sweep::{commands_plan, run_seed, run_seed_with};
+use crate::sweep::{commands_plan, run_seed_with};
 use crate::workload::Scenario;
 
 /// The growth target: cost per event at 4N and 16N commands per client at
@@ -216,7 +216,7 @@ pub fn measure(
     commands: Option<u32>,
     meter: &dyn Meter,
 ) -> Measured {
-    let plan = commands.map(|n| commands_plan(scenario, n));
+    let plan = commands_plan(scenario, commands);
     let mut m = Measured {
         scenario,
         commands,
@@ -232,10 +232,7 @@ pub fn measure(
     };
     let before = meter.read();
     for seed in seeds {
-        let o = match &plan {
-            None => run_seed(scenario, seed, None, false),
-            Some(p) => run_seed_with(scenario, seed, None, false, p),
-        };
+        let o = run_seed_with(scenario, seed, None, false, &plan);
         m.seeds_count += 1;
         m.events += o.events_count;
         m.wire_bytes += o.wire_bytes;

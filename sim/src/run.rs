@@ -527,24 +527,20 @@ impl Sim {
     }
 
     fn ctx(&self) -> Ctx {
+        let (sessions, session_issued) = self
+            .clients
+            .iter()
+            .filter(|c| c.role == Role::Driver)
+            .filter_map(|c| Some((c.session.clone()?, c.issued())))
+            .unzip();
         Ctx {
             live_hosts: (0..self.hosts.len())
                 .filter(|h| self.hosts[*h].alive())
                 .collect(),
             healing: self.healing,
             scenario: self.cfg.scenario,
-            sessions: self
-                .clients
-                .iter()
-                .filter(|c| c.role == Role::Driver)
-                .filter_map(|c| c.session.clone())
-                .collect(),
-            session_issued: self
-                .clients
-                .iter()
-                .filter(|c| c.role == Role::Driver && c.session.is_some())
-                .map(Client::issued)
-                .collect(),
+            sessions,
+            session_issued,
             idle_unload_ms: self.idle_unload_ms,
         }
     }

@@ -70,14 +70,15 @@ pub fn run_seed(scenario: Scenario, seed: u64, bug: Option<Bug>, double: bool) -
 }
 
 /// A seeded plan whose clients each issue exactly `commands` commands
-/// (the scenario's other actors unchanged): how `msp-sim bench` measures
-/// the cost per event as the workload grows. A fixed workload draws no
-/// "stop early" decisions, so its runs are not those of `run` for the
-/// same seed.
-pub fn commands_plan(scenario: Scenario, commands: u32) -> Plan {
+/// (the scenario's other actors unchanged), or [`Plan::seeded`] (the
+/// scenario's own workload) for `None`: how `msp-sim bench` measures the
+/// cost per event as the workload grows, and what `run --commands`
+/// sweeps. A fixed workload draws no "stop early" decisions, so its runs
+/// are not those of `run` for the same seed.
+pub fn commands_plan(scenario: Scenario, commands: Option<u32>) -> Plan {
     Plan {
-        workload: Some(Workload {
-            commands_per_client: commands,
+        workload: commands.map(|n| Workload {
+            commands_per_client: n,
             ..Workload::of(scenario)
         }),
         ..Plan::seeded()

@@ -301,6 +301,21 @@ fn app_sweeps_pass_clean_and_a_planted_bug_prints_a_reproduction_that_fails_agai
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
+/// The arguments of the `cargo run ... -- ARGS` reproduction line `run`
+/// printed in `t`.
+fn repro_args(t: &str) -> Vec<&str> {
+    let line = t
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(" replay --scenario"))
+        .unwrap_or_else(|| panic!("no reproduction line in:\n{t}"));
+    line.split(" -- ")
+        .nth(1)
+        .expect("cargo run ... -- ARGS")
+        .split_whitespace()
+        .collect()
+}
+
 #[test]
 fn run_uses_the_sdk_client_by_default_and_its_reproduction_names_it() {
     let o = sim(&[
@@ -315,18 +330,8 @@ fn run_uses_the_sdk_client_by_default_and_its_reproduction_names_it() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains("(client sdk)"), "{t}");
-    let line = t
-        .lines()
-        .map(str::trim)
-        .find(|l| l.contains(" replay --scenario"))
-        .unwrap_or_else(|| panic!("no reproduction line in:\n{t}"));
-    assert!(line.ends_with("--client sdk"), "{line}");
-    let args: Vec<&str> = line
-        .split(" -- ")
-        .nth(1)
-        .expect("cargo run ... -- ARGS")
-        .split_whitespace()
-        .collect();
+    let args = repro_args(&t);
+    assert!(args.join(" ").ends_with("--client sdk"), "{args:?}");
     let o = sim(&args);
     assert_eq!(
         o.status.code(),
@@ -393,18 +398,8 @@ fn run_commands_fixes_the_workload_and_its_reproduction_replays_that_run() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains("(40 commands per client)"), "{t}");
-    let line = t
-        .lines()
-        .map(str::trim)
-        .find(|l| l.contains(" replay --scenario"))
-        .unwrap_or_else(|| panic!("no reproduction line in:\n{t}"));
-    assert!(line.ends_with("--commands 40"), "{line}");
-    let args: Vec<&str> = line
-        .split(" -- ")
-        .nth(1)
-        .expect("cargo run ... -- ARGS")
-        .split_whitespace()
-        .collect();
+    let args = repro_args(&t);
+    assert!(args.join(" ").ends_with("--commands 40"), "{args:?}");
     let again = sim(&args);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     // Another workload: another run; the default one is not it.

@@ -272,6 +272,44 @@ impl H {
         (ack, p)
     }
 
+    /// A cursor-less `session/resume` by `c`, request `id`, answered with
+    /// a snapshot at head `head` of `state` ([`snapshot_state`]): its
+    /// intake logged and synced, then answered. The result.
+    fn snapshot_resume(
+        &mut self,
+        id: u64,
+        c: &str,
+        head: u64,
+        active: Option<&str>,
+        state: Value,
+    ) -> Value {
+        self.recv(
+            id,
+            "session/resume",
+            json!({"commandId": c, "sessionId": S}),
+        );
+        let created = self.entries.iter().find_map(|(at, _, w)| match w {
+            What::LeaseGrant { .. } => Some(T0 + *at),
+            _ => None,
+        });
+        let mut session = self.session_obj(created.unwrap(), 0, active);
+        session["approvalMode"]["source"] = json!("replay");
+        let snapshot = json!({"schemaVersion": 1, "viewCursor": cursor(head), "state": state});
+        let result = json!({"session": session, "viewCursor": cursor(head),
+            "history": {"mode": "snapshot", "items": null, "snapshot": snapshot}, "pendingRequests": []});
+        let r = self.received(
+            c,
+            "session/resume",
+            json!({"sessionId": S, "cursor": null}),
+            json!({"result": result}),
+        );
+        let st = self.settled(c);
+        self.append(vec![r, st]);
+        self.sync();
+        self.answer(id, result.clone());
+        result
+    }
+
     fn trace(&self) -> Trace {
         let mut t = Trace::new();
         for (at, actor, what) in &self.entries {
@@ -283,6 +321,18 @@ impl H {
     fn check(&self) -> Vec<Violation> {
         Model::check(&self.trace(), Scenario::Mixed).violations
     }
+}
+
+/// A snapshot's `state` with these members (no turn ever completed, no
+/// approval or command pending).
+fn snapshot_state(items: Value, active: Value, revision: u64, kv: Value) -> Value {
+    json!({
+        "items": items, "activeTurn": active, "queuedTurns": [], "pendingApprovals": [],
+        "pendingUserInputs": [], "approvalMode": {"mode": "promptUnmatched", "source": "replay", "lastCommandId": null},
+        "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
+        "goal": null, "todoList": null, "branch": null,
+        "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
+        "turnCount": 0, "pendingCommands": [], "revision": revision, "kv": kv})
 }
 
 fn clean(h: &H) {
@@ -895,33 +945,8 @@ fn read_consistency_a_resume_snapshot_with_another_revision() {
         let mut h = H::new();
         h.start();
         h.update(2, 11, 0, json!({"a": 1}));
-        let c = cid(20);
-        h.recv(3, "session/resume", json!({"commandId": c, "sessionId": S}));
-        let created = h.entries.iter().find_map(|(at, _, w)| match w {
-            What::LeaseGrant { .. } => Some(T0 + *at),
-            _ => None,
-        });
-        let mut session = h.session_obj(created.unwrap(), 0, None);
-        session["approvalMode"]["source"] = json!("replay");
-        let snapshot = json!({"schemaVersion": 1, "viewCursor": cursor(1), "state": {
-            "items": [], "activeTurn": null, "queuedTurns": [], "pendingApprovals": [],
-            "pendingUserInputs": [], "approvalMode": {"mode": "promptUnmatched", "source": "replay", "lastCommandId": null},
-            "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
-            "goal": null, "todoList": null, "branch": null,
-            "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
-            "turnCount": 0, "pendingCommands": [], "revision": revision, "kv": {"a": 1}}});
-        let result = json!({"session": session, "viewCursor": cursor(1),
-            "history": {"mode": "snapshot", "items": null, "snapshot": snapshot}, "pendingRequests": []});
-        let r = h.received(
-            &c,
-            "session/resume",
-            json!({"sessionId": S, "cursor": null}),
-            json!({"result": result}),
-        );
-        let st = h.settled(&c);
-        h.append(vec![r, st]);
-        h.sync();
-        h.answer(3, result);
+        let state = snapshot_state(json!([]), Value::Null, revision, json!({"a": 1}));
+        h.snapshot_resume(3, &cid(20), 1, None, state);
         h
     };
     clean(&build(1));
@@ -929,44 +954,19 @@ fn read_consistency_a_resume_snapshot_with_another_revision() {
 }
 
 /// A snapshot resume after a turn, answered, then replayed (request 4)
-/// with `replayed` (the first answer's text with one edit): a replay
-/// must be value-identical to the recorded answer, whatever its spelling.
+/// with `edit` applied to the first answer's text: a replay must be
+/// value-identical to the recorded answer, whatever its spelling.
 fn resume_replayed(edit: impl Fn(String) -> String) -> H {
     let mut h = H::new();
     h.start();
     h.turn(2, 10, "hi");
     let c = cid(20);
-    let p = json!({"commandId": c, "sessionId": S});
-    h.recv(3, "session/resume", p.clone());
-    let created = h.entries.iter().find_map(|(at, _, w)| match w {
-        What::LeaseGrant { .. } => Some(T0 + *at),
-        _ => None,
-    });
-    let mut session = h.session_obj(created.unwrap(), 0, Some(&cid(10)));
-    session["approvalMode"]["source"] = json!("replay");
-    session["status"] = json!("running");
     let item = json!({"itemId": cid(1010), "kind": "userMessage", "turnId": cid(10), "revision": 1,
                       "status": "completed", "text": "hi", "commandId": cid(10)});
     let turn = json!({"turnId": cid(10), "commandId": cid(10)});
-    let snapshot = json!({"schemaVersion": 1, "viewCursor": cursor(2), "state": {
-        "items": [item], "activeTurn": turn, "queuedTurns": [], "pendingApprovals": [],
-        "pendingUserInputs": [], "approvalMode": {"mode": "promptUnmatched", "source": "replay", "lastCommandId": null},
-        "effectiveModel": {"modelId": "scripted", "providerId": "msp", "source": "default"},
-        "goal": null, "todoList": null, "branch": null,
-        "tokenUsage": {"promptTokens": 0, "outputTokens": 0, "totalTokens": 0},
-        "turnCount": 0, "pendingCommands": [], "revision": 0, "kv": {}}});
-    let result = json!({"session": session, "viewCursor": cursor(2),
-        "history": {"mode": "snapshot", "items": null, "snapshot": snapshot}, "pendingRequests": []});
-    let r = h.received(
-        &c,
-        "session/resume",
-        json!({"sessionId": S, "cursor": null}),
-        json!({"result": result}),
-    );
-    let st = h.settled(&c);
-    h.append(vec![r, st]);
-    h.sync();
-    h.answer(3, result.clone());
+    let state = snapshot_state(json!([item]), turn, 0, json!({}));
+    let result = h.snapshot_resume(3, &c, 2, Some(&cid(10)), state);
+    let p = json!({"commandId": c, "sessionId": S});
     h.recv(4, "session/resume", p);
     let line = json!({"jsonrpc": "2.0", "id": 4, "result": result}).to_string();
     h.host(What::HostSend {

@@ -88,10 +88,7 @@ pub fn named(w: &Which) -> Result<Named, String> {
                 bug: bug(&w.bug),
                 client: client(&w.client),
             },
-            plan: match w.commands {
-                Some(n) => msp_sim::sweep::commands_plan(scenario(&w.scenario), n),
-                None => Plan::seeded(),
-            },
+            plan: msp_sim::sweep::commands_plan(scenario(&w.scenario), w.commands),
             file: None,
         }),
         _ => Err("name a run with --seed N (and --scenario, --bug) or --file F".into()),

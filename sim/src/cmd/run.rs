@@ -6,7 +6,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use msp::core::bugs::Bug;
-use msp_sim::plan::Plan;
 use msp_sim::run::ClientKind;
 use msp_sim::shard;
 use msp_sim::sweep::{
@@ -116,10 +115,7 @@ fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
             );
         }
     };
-    let plan = match a.commands {
-        Some(n) => commands_plan(scenario, n),
-        None => Plan::seeded(),
-    };
+    let plan = commands_plan(scenario, a.commands);
     let outcomes = sweep_client(scenario, &seeds, bug, client, &plan, jobs, check, &tick);
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -147,11 +143,10 @@ fn sweep_cmd(a: &Args, seeds: Vec<u64>, part: SeedPart) -> ExitCode {
             for l in lines {
                 println!("    {l}");
             }
+            let repro = repro_line_client(scenario, o.seed, bug, client, a.commands);
             println!(
-                "  reproduce with:\n    {}\n  shrink with:\n    {}",
-                repro_line_client(scenario, o.seed, bug, client, a.commands),
-                repro_line_client(scenario, o.seed, bug, client, a.commands)
-                    .replace(" replay ", " shrink ")
+                "  reproduce with:\n    {repro}\n  shrink with:\n    {}",
+                repro.replace(" replay ", " shrink ")
             );
         }
         for (s, d) in &summary.divergences {

@@ -262,6 +262,7 @@ mod tests {
                 seed: None,
                 workload: None,
                 mix: None,
+                draws: Default::default(),
                 choices: vec![1, 0, 2],
                 property: Some("durable-dedupe".into()),
                 trace_hash: 0xabcdef01_23456789,

@@ -7,6 +7,9 @@
 //!   leaves and picks a possibly different host);
 //! - disk: bytes are volatile until fsync; `fsync-fail` fails a sync (its
 //!   unsynced bytes are lost, the host must not ack what it covered);
+//!   `stall` makes a sync take 50-500 ms instead of 2-15 ms (a disk busy
+//!   with other writers), which widens every window between an append and
+//!   its sync: reads, crashes and replays that land in it;
 //!   `disk-full` fails appends during a window; synced bytes never change
 //!   (except under the `bitrot` scenario's deliberate damage);
 //! - process: `crash` at any output step, `crash-point` crash at a named
@@ -21,11 +24,12 @@
 //! other faults reach deeper states, so each fault is on for only some
 //! seeds.
 
+use crate::plan::Draws;
 use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 15] = [
+pub const FAULT_NAMES: [&str; 16] = [
     "drop",
     "dup",
     "delay",
@@ -34,6 +38,7 @@ pub const FAULT_NAMES: [&str; 15] = [
     "reconnect",
     "tear",
     "fsync-fail",
+    "stall",
     "disk-full",
     "crash",
     "crash-point",
@@ -42,6 +47,16 @@ pub const FAULT_NAMES: [&str; 15] = [
     "effect-lost",
     "rot",
 ];
+
+/// A fault level of a mix: on with `on_permille`, then one of `levels`;
+/// off (0) is option 0.
+fn pick(world: &mut World, on_permille: u64, levels: &[u64]) -> u64 {
+    if world.chance(Decision::FaultMix, on_permille) {
+        levels[world.decide(Decision::FaultMix, levels.len() as u64) as usize]
+    } else {
+        0
+    }
+}
 
 /// The least chance (permille) of a crash at a rarely reached crash
 /// point, when crash points are on.
@@ -68,6 +83,9 @@ pub struct FaultMix {
     pub tear_permille: u64,
     /// An fsync fails.
     pub fsync_fail_permille: u64,
+    /// An fsync stalls: it completes after 50-500 ms instead of 2-15 ms.
+    /// Drawn only under [`Draws::WithStalls`] (0 in older runs).
+    pub stall_permille: u64,
     /// The disk fills up (per fsync, starting a window).
     pub disk_full_permille: u64,
     /// Crash at any output step.
@@ -89,39 +107,39 @@ pub struct FaultMix {
 }
 
 impl FaultMix {
-    /// Draws the mix of a seed for `scenario`.
-    pub fn draw(world: &mut World, scenario: Scenario) -> FaultMix {
-        let mut pick = |on_permille: u64, levels: &[u64]| -> u64 {
-            if world.chance(Decision::FaultMix, on_permille) {
-                levels[world.decide(Decision::FaultMix, levels.len() as u64) as usize]
-            } else {
-                0
-            }
-        };
+    /// Draws the mix of a seed for `scenario`, with the decisions of
+    /// `draws` (a run recorded before stalls existed draws none).
+    pub fn draw(world: &mut World, scenario: Scenario, draws: Draws) -> FaultMix {
         let mut m = FaultMix {
-            drop_permille: pick(500, &[5, 20, 50]),
-            dup_permille: pick(500, &[20, 60, 150]),
-            delay_permille: pick(500, &[50, 200, 500]),
+            drop_permille: pick(world, 500, &[5, 20, 50]),
+            dup_permille: pick(world, 500, &[20, 60, 150]),
+            delay_permille: pick(world, 500, &[50, 200, 500]),
             delay_max_ms: 0,
-            reorder_permille: pick(400, &[20, 80]),
-            cut_permille: pick(400, &[3, 10, 30]),
-            reconnect_permille: pick(400, &[10, 40]),
-            tear_permille: pick(600, &[300, 700, 1000]),
-            fsync_fail_permille: pick(300, &[10, 40]),
-            disk_full_permille: pick(200, &[5, 20]),
-            crash_step_permille: pick(500, &[1, 3, 8]),
-            crash_point_permille: pick(600, &[50, 150, 400]),
-            power_permille: pick(600, &[200, 500, 1000]),
-            effect_lost_permille: pick(400, &[100, 300]),
+            reorder_permille: pick(world, 400, &[20, 80]),
+            cut_permille: pick(world, 400, &[3, 10, 30]),
+            reconnect_permille: pick(world, 400, &[10, 40]),
+            tear_permille: pick(world, 600, &[300, 700, 1000]),
+            fsync_fail_permille: pick(world, 300, &[10, 40]),
+            stall_permille: 0,
+            disk_full_permille: pick(world, 200, &[5, 20]),
+            crash_step_permille: pick(world, 500, &[1, 3, 8]),
+            crash_point_permille: pick(world, 600, &[50, 150, 400]),
+            power_permille: pick(world, 600, &[200, 500, 1000]),
+            effect_lost_permille: pick(world, 400, &[100, 300]),
             rot_permille: 0,
             compact_records: 0,
         };
-        m.compact_records = pick(300, &[8, 24, 64]);
+        m.compact_records = pick(world, 300, &[8, 24, 64]);
         m.delay_max_ms = if m.delay_permille > 0 {
             [20, 200, 1500][world.decide(Decision::FaultMix, 3) as usize]
         } else {
             0
         };
+        if draws >= Draws::WithStalls {
+            // Drawn last, so every decision before it stays where a run
+            // recorded before stalls has it.
+            m.stall_permille = pick(world, 500, &[150, 400]);
+        }
         match scenario {
             Scenario::Mixed => {}
             Scenario::Turns => {
@@ -129,6 +147,7 @@ impl FaultMix {
                 m.crash_step_permille = m.crash_step_permille.min(1);
                 m.crash_point_permille = m.crash_point_permille.min(30);
                 m.fsync_fail_permille = 0;
+                m.stall_permille = 0;
                 m.disk_full_permille = 0;
             }
             Scenario::CrashStorm => {
@@ -151,6 +170,7 @@ impl FaultMix {
                 m.compact_records = 0;
                 m.tear_permille = 0;
                 m.fsync_fail_permille = 0;
+                m.stall_permille = 0;
                 m.disk_full_permille = 0;
                 m.crash_point_permille = m.crash_point_permille.min(50);
             }
@@ -184,6 +204,7 @@ impl FaultMix {
             ("reconnect", self.reconnect_permille),
             ("tear", self.tear_permille),
             ("fsync-fail", self.fsync_fail_permille),
+            ("stall", self.stall_permille),
             ("disk-full", self.disk_full_permille),
             ("crash", self.crash_step_permille),
             ("crash-point", self.crash_point_permille),

@@ -47,6 +47,44 @@ pub struct Plan {
     /// With `choices`: past their end, draw from the stream of this seed
     /// instead of taking the simplest options (a search's continuation).
     pub then_seed: Option<u64>,
+    /// Which decisions the run draws: a sequence recorded by an older
+    /// simulator replays with the draws it was recorded with.
+    pub draws: Draws,
+}
+
+/// The simulator's draw order: which decisions a run draws, so that a
+/// recorded choice sequence means what it meant when it was recorded. A
+/// run file names it (`drawsVersion`); a new kind of decision that would
+/// move the others gets a new variant, and older files keep theirs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Draws {
+    /// Version 1: before sync stalls (no `stall` level in the fault mix).
+    BeforeStalls,
+    /// Version 2: the fault mix draws a `stall` level last.
+    #[default]
+    WithStalls,
+}
+
+impl Draws {
+    /// The one this build records.
+    pub const CURRENT: Draws = Draws::WithStalls;
+
+    /// The number a run file writes.
+    pub fn version(self) -> u64 {
+        match self {
+            Draws::BeforeStalls => 1,
+            Draws::WithStalls => 2,
+        }
+    }
+
+    /// The draws of a run file's `drawsVersion`, if this build knows them.
+    pub fn from_version(v: u64) -> Option<Draws> {
+        match v {
+            1 => Some(Draws::BeforeStalls),
+            2 => Some(Draws::WithStalls),
+            _ => None,
+        }
+    }
 }
 
 impl Plan {

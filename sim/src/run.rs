@@ -211,7 +211,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
     w.fixed_workload = plan.workload.is_some();
     let mix = match &plan.mix {
         Some(m) => m.clone(),
-        None => FaultMix::draw(&mut w, cfg.scenario),
+        None => FaultMix::draw(&mut w, cfg.scenario, plan.draws),
     };
     let compact_records = match compact_records_from_env() {
         0 => mix.compact_records,
@@ -1151,7 +1151,7 @@ impl Sim {
                     self.disk.full_until_ms = now + self.w.range(Decision::Disk, 100, 2_000);
                 }
                 let epoch = self.disk.files.get(&session).map_or(0, |f| f.epoch);
-                let at = now + self.w.range(Decision::Disk, 2, 15);
+                let at = now + self.sync_latency_ms();
                 self.w.schedule(
                     at,
                     Event::SyncDone {
@@ -1347,7 +1347,7 @@ impl Sim {
             return;
         }
         self.disk.renamed_from.remove(&session);
-        let at = now + self.w.range(Decision::Disk, 2, 15);
+        let at = now + self.sync_latency_ms();
         self.w.schedule(
             at,
             Event::SyncDone {
@@ -1358,6 +1358,18 @@ impl Sim {
                 epoch,
             },
         );
+    }
+
+    /// How long a sync takes: 2-15 ms, or 50-500 ms when it stalls (the
+    /// mix's `stall`; never while healing). A stall draws nothing when the
+    /// mix has none, so a run recorded before stalls replays as it ran.
+    fn sync_latency_ms(&mut self) -> u64 {
+        if !self.healing && self.w.chance(Decision::Disk, self.mix.stall_permille) {
+            self.count("stall");
+            self.w.range(Decision::Disk, 50, 500)
+        } else {
+            self.w.range(Decision::Disk, 2, 15)
+        }
     }
 
     /// A compaction step as a crash point: counted, traced, maybe crashed

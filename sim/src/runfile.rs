@@ -7,7 +7,8 @@
 //! ```json
 //! {"format": "msp-sim run", "version": 1, "scenario": "crash-storm",
 //!  "bug": "torn-tail-accepted", "seed": 12, "workload": null,
-//!  "faultMix": null, "choices": "1 0*3 2 0*40 1", "choicesCount": 48,
+//!  "faultMix": null, "drawsVersion": 2, "choices": "1 0*3 2 0*40 1",
+//!  "choicesCount": 48,
 //!  "property": "log-integrity", "traceHash": "5f0c...",
 //!  "traceHashVersion": 2, "steps": 7, "events": 812}
 //! ```
@@ -15,6 +16,11 @@
 //! `traceHashVersion` names the algorithm of `traceHash`
 //! ([`crate::trace::TRACE_HASH_VERSION`]; a file without it is of version
 //! 1): a hash of another version than this build's cannot be compared.
+//!
+//! `drawsVersion` names the simulator's draw order the choices were
+//! recorded with ([`crate::plan::Draws`]; a file without it is of version
+//! 1, before sync stalls): a replay draws what the recording drew, so a
+//! kept run still means the run it was.
 //!
 //! `steps` and `events` are informative; `choices` (see
 //! [`crate::choice::encode`]) is what the replay reads.
@@ -28,7 +34,7 @@ use serde_json::{json, Map, Value};
 
 use crate::choice;
 use crate::faults::FaultMix;
-use crate::plan::{Plan, Workload};
+use crate::plan::{Draws, Plan, Workload};
 use crate::run::{run_with, ClientKind, RunConfig, RunResult};
 use crate::tally::Tally;
 use crate::trace::TRACE_HASH_VERSION;
@@ -56,6 +62,9 @@ pub struct RunFile {
     pub workload: Option<Workload>,
     /// A fixed fault mix instead of one drawn from the choices.
     pub mix: Option<FaultMix>,
+    /// The draw order the choices were recorded with (`drawsVersion`;
+    /// absent: [`Draws::BeforeStalls`], the order of every file before it).
+    pub draws: Draws,
     /// The choice sequence (trailing simplest choices left out).
     pub choices: Vec<u64>,
     /// The property the run violated, if it did.
@@ -118,6 +127,7 @@ impl RunFile {
             seed,
             workload: plan.workload,
             mix: plan.mix.clone(),
+            draws: plan.draws,
             choices: choice::values(&r.choices),
             property: property.map(str::to_string),
             trace_hash: r.trace.hash(),
@@ -150,6 +160,7 @@ impl RunFile {
             workload: self.workload,
             mix: self.mix.clone(),
             then_seed: None,
+            draws: self.draws,
         }
     }
 
@@ -185,6 +196,7 @@ impl RunFile {
                 "observer": w.observer,
             })),
             "faultMix": self.mix.as_ref().map(mix_to_json),
+            "drawsVersion": self.draws.version(),
             "choices": choice::encode(&self.choices),
             "choicesCount": self.choices.len(),
             "property": self.property,
@@ -248,6 +260,15 @@ impl RunFile {
             Some(Value::Object(m)) => Some(mix_from_json(m)?),
             Some(_) => return Err("\"faultMix\" is not an object".into()),
         };
+        let draws = match opt_u64(o, "drawsVersion")? {
+            None => Draws::BeforeStalls,
+            Some(n) => Draws::from_version(n).ok_or_else(|| {
+                format!(
+                    "\"drawsVersion\" {n}; this build reads 1 to {}",
+                    Draws::CURRENT.version()
+                )
+            })?,
+        };
         let choices =
             choice::decode(str_member(o, "choices")?).map_err(|e| format!("\"choices\": {e}"))?;
         if let Some(n) = opt_u64(o, "choicesCount")? {
@@ -277,6 +298,7 @@ impl RunFile {
             seed,
             workload,
             mix,
+            draws,
             choices,
             property,
             trace_hash,
@@ -326,7 +348,7 @@ pub fn write_json(path: &str, v: &Value) -> Result<(), RunFileError> {
 }
 
 /// The fault mix's members, in the order [`FaultMix::describe`] prints.
-fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 16] {
+fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 17] {
     [
         ("drop", &mut m.drop_permille),
         ("dup", &mut m.dup_permille),
@@ -337,6 +359,7 @@ fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 16] {
         ("reconnect", &mut m.reconnect_permille),
         ("tear", &mut m.tear_permille),
         ("fsyncFail", &mut m.fsync_fail_permille),
+        ("stall", &mut m.stall_permille),
         ("diskFull", &mut m.disk_full_permille),
         ("crash", &mut m.crash_step_permille),
         ("crashPoint", &mut m.crash_point_permille),
@@ -357,10 +380,14 @@ pub fn mix_to_json(m: &FaultMix) -> Value {
     Value::Object(o)
 }
 
-/// Parses [`mix_to_json`]'s form (every member required).
+/// Parses [`mix_to_json`]'s form (every member required but `stall`,
+/// which mixes written before stalls do not have: 0).
 pub fn mix_from_json(o: &Map<String, Value>) -> Result<FaultMix, String> {
     let mut m = FaultMix::default();
     for (k, v) in mix_fields(&mut m) {
+        if k == "stall" && !o.contains_key(k) {
+            continue;
+        }
         *v = u64_member(o, k).map_err(|e| format!("\"faultMix\": {e}"))?;
     }
     Ok(m)
@@ -406,8 +433,10 @@ mod tests {
             mix: Some(FaultMix {
                 drop_permille: 5,
                 power_permille: 1000,
+                stall_permille: 150,
                 ..FaultMix::default()
             }),
+            draws: Draws::CURRENT,
             choices: vec![1, 0, 0, 0, 7],
             property: Some("log-integrity".into()),
             trace_hash: 0x0123_4567_89ab_cdef,
@@ -460,6 +489,27 @@ mod tests {
         assert_eq!(f.trace_hash_version, 1);
         assert!(!f.hash_comparable());
         assert!(sample().hash_comparable());
+    }
+
+    #[test]
+    fn a_file_without_a_draws_version_replays_with_the_draws_before_stalls() {
+        let f = sample();
+        assert_eq!(f.draws, Draws::CURRENT);
+        assert_eq!(f.to_json()["drawsVersion"], json!(2));
+        let mut v = f.to_json();
+        v.as_object_mut().unwrap().remove("drawsVersion");
+        v["faultMix"].as_object_mut().unwrap().remove("stall");
+        let old = RunFile::from_json(&v).unwrap();
+        assert_eq!(old.draws, Draws::BeforeStalls);
+        assert_eq!(old.plan().draws, Draws::BeforeStalls);
+        assert_eq!(old.mix.as_ref().unwrap().stall_permille, 0);
+        // Written again, it says so, and reads back the same.
+        assert_eq!(old.to_json()["drawsVersion"], json!(1));
+        assert_eq!(RunFile::from_json(&old.to_json()), Ok(old));
+        let mut v = f.to_json();
+        v["drawsVersion"] = json!(9);
+        let e = RunFile::from_json(&v).unwrap_err();
+        assert!(e.contains("\"drawsVersion\" 9"), "{e}");
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! Runs as data: a seeded run's recorded choices replay it bit for bit; a
 //! recorded sequence replays the same way twice; past its end every
 //! decision takes its simplest option, so the empty sequence is a run with
-//! no fault and (almost) no work.
+//! no fault and (almost) no work; a sequence recorded before a new kind
+//! of decision replays with the draws it was recorded with.
 
 use msp_sim::choice;
-use msp_sim::plan::Plan;
+use msp_sim::plan::{Draws, Plan};
 use msp_sim::run::{run, run_with, RunConfig};
 use msp_sim::workload::Scenario;
+use msp_sim::world::Decision;
 
 fn cfg(scenario: Scenario, seed: u64) -> RunConfig {
     RunConfig {
@@ -61,4 +63,50 @@ fn a_choice_that_is_edited_changes_the_run_from_there_on_only() {
     assert_eq!(&b.choices[..i], &a.choices[..i], "the prefix is kept");
     assert_eq!(b.choices[i].value, 0);
     assert_ne!(a.trace.hash(), b.trace.hash());
+}
+
+#[test]
+fn a_sequence_recorded_before_stalls_replays_with_the_draws_it_was_recorded_with() {
+    // A seed whose mix stalls syncs, and stalls some.
+    let (c, now) = (0..40)
+        .map(|seed| {
+            let c = cfg(Scenario::Mixed, seed);
+            let r = run(&c);
+            (c, r)
+        })
+        .find(|(_, r)| r.faults.get("stall").is_some_and(|n| *n > 0))
+        .expect("a mixed seed of 0..40 stalls syncs");
+    assert!(now.mix.contains("stall="), "{}", now.mix);
+    // The same seed under the draws before stalls: no stall level drawn,
+    // none stalls, and every mix decision before the stall level (drawn
+    // last) is the same; the idle-unload decision after the mix differs.
+    let before = Plan {
+        draws: Draws::BeforeStalls,
+        ..Plan::seeded()
+    };
+    let old = run_with(&c, &before, None);
+    assert!(!old.mix.contains("stall"), "{}", old.mix);
+    assert!(!old.faults.contains_key("stall"), "{:?}", old.faults);
+    let mix_draws = old
+        .choices
+        .iter()
+        .take_while(|x| x.kind == Decision::FaultMix)
+        .count()
+        - 1;
+    assert_eq!(now.choices[..mix_draws], old.choices[..mix_draws]);
+    assert_ne!(now.trace.hash(), old.trace.hash());
+    // Its recorded sequence replays bit for bit with its draws, and reads
+    // as another run with today's.
+    let values = choice::values(&old.choices);
+    let again = run_with(
+        &cfg(Scenario::Mixed, 999),
+        &Plan {
+            draws: Draws::BeforeStalls,
+            ..Plan::recorded(values.clone())
+        },
+        None,
+    );
+    assert_eq!(again.trace.hash(), old.trace.hash());
+    let misread = run_with(&cfg(Scenario::Mixed, 999), &Plan::recorded(values), None);
+    assert_ne!(misread.trace.hash(), old.trace.hash());
 }

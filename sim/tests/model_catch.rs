@@ -1285,3 +1285,55 @@ fn admission_decision_a_minted_session_id_conflict_only_when_that_session_exists
     clean(&history(true));
     caught(&history(false), "admission-decision");
 }
+
+/// A request line the network duplicated reaches the host twice with one
+/// id. Here a launch fails at once, and the copy arrives after the
+/// rejection was synced but before the original's ack went out (a group
+/// commit with a slow sync of another session holds it): the host answers the original its ack and the copy the
+/// settled rejection, in the order they arrived, and that is legal; the
+/// other way round the copy got a stale ack after settlement.
+#[test]
+fn value_identical_replays_a_duplicated_line_is_answered_in_arrival_order() {
+    let history = |original_first: bool| {
+        let mut h = H::new();
+        h.start();
+        let c = cid(20);
+        let text = "!fail-launch 1";
+        let input = json!([{"type": "text", "text": text}]);
+        let p = json!({"commandId": c, "sessionId": S, "input": input});
+        h.recv(2, "turn/start", p.clone());
+        let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
+        let received = h.received(
+            &c,
+            "turn/start",
+            json!({"sessionId": S, "input": input, "ifBusy": "queue"}),
+            json!({"result": ack}),
+        );
+        let why = "scripted launch failure (!fail-launch)";
+        let (e1, p1) = h.event(
+            "turn/completed",
+            json!({"turnId": c, "terminal": "failed", "reason": why,
+                   "error": {"kind": "launchError", "message": why, "retryable": true}}),
+            Some(&c),
+        );
+        let mut error = rejected(&c, "turn/start", "launch_failed");
+        error["message"] = json!(why);
+        let settled = h.settled_rejected(&c, &error);
+        h.append(vec![received, e1, settled]);
+        h.sync();
+        // The copy, after the sync, before the answers went out.
+        h.recv(2, "turn/start", p);
+        if original_first {
+            h.answer(2, ack);
+            h.notify("turn/completed", &p1);
+            h.reject(2, error);
+        } else {
+            h.reject(2, error);
+            h.notify("turn/completed", &p1);
+            h.answer(2, ack);
+        }
+        h
+    };
+    clean(&history(true));
+    caught(&history(false), "value-identical-replays");
+}

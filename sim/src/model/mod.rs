@@ -111,8 +111,25 @@ struct LinkSt {
     inc: u64,
     /// The link closed: what the host still owes on it never arrives.
     closed: bool,
-    reqs: BTreeMap<String, Req>,
+    /// The requests pending, by id and arrival. The network may duplicate
+    /// a request line: both copies arrive with one id, and the host answers
+    /// each, in the order it read them (a connection's lines are handled
+    /// and answered in order), so an answer is the earliest pending copy's.
+    reqs: BTreeMap<(String, u64), Req>,
+    /// Requests read on this link so far (the second half of `reqs`' keys).
+    arrivals: u64,
     subs: BTreeMap<String, Sub>,
+}
+
+impl LinkSt {
+    /// The key of the earliest pending request with JSON-RPC id `id`.
+    fn first_req(&self, id: &str) -> Option<(String, u64)> {
+        let id = id.to_string();
+        self.reqs
+            .range((id.clone(), 0)..=(id, u64::MAX))
+            .next()
+            .map(|(k, _)| k.clone())
+    }
 }
 
 /// What the trace says of one effect key.
@@ -976,7 +993,8 @@ impl Model {
                 });
         }
         if let Some(l) = self.links.get_mut(&link) {
-            l.reqs.insert(id.to_string(), r);
+            l.arrivals += 1;
+            l.reqs.insert((id.to_string(), l.arrivals), r);
             self.req_links.insert(link);
         }
     }
@@ -1017,9 +1035,14 @@ impl Model {
         // answer the model reads: a command's, or a `session/read`'s (see
         // `answered` and `read_answered`; a read's snapshot items as text,
         // see `Sess::judge_snapshot`); any other is only checked.
-        let reqs = self.links.get(&link).map(|l| &l.reqs);
+        let link_st = self.links.get(&link);
+        let reqs = link_st.map(|l| &l.reqs);
         let sessions = &self.sessions;
-        let keep = |id: &Value| match reqs.and_then(|r| r.get(&id.to_string())) {
+        let first = |id: &Value| {
+            let l = link_st?;
+            l.reqs.get(&l.first_req(&id.to_string())?)
+        };
+        let keep = |id: &Value| match first(id) {
             Some(r) if r.method == "session/read" => wire::Keep::ItemsAsText(
                 r.sid
                     .as_ref()
@@ -1079,7 +1102,7 @@ impl Model {
                 let Some(l) = self.links.get_mut(&link) else {
                     return;
                 };
-                let Some(req) = l.reqs.remove(&id.to_string()) else {
+                let Some(req) = l.first_req(&id.to_string()).and_then(|k| l.reqs.remove(&k)) else {
                     return;
                 };
                 if l.reqs.is_empty() {

@@ -829,10 +829,14 @@ impl Host {
             self.respond_err(conn, id, RpcError::approval_not_found(approval_id));
             return;
         };
+        // The approval's state may be a record not synced yet (resolved by
+        // an interrupt or a recovery a moment ago): its refusals wait for
+        // that sync.
         if let Some(resolution) = &a.resolution {
-            self.respond_err(
+            self.respond_err_after_appended(
                 conn,
                 id,
+                sid,
                 RpcError::approval_already_resolved(approval_id, resolution.clone()),
             );
             return;
@@ -841,9 +845,10 @@ impl Host {
         if current["approvalId"].as_str() != Some(requirement_approval_id.as_str())
             || current["sourceIndex"].as_u64() != Some(*requirement_source_index)
         {
-            self.respond_err(
+            self.respond_err_after_appended(
                 conn,
                 id,
+                sid,
                 RpcError::approval_requirement_stale(approval_id, current),
             );
             return;
@@ -856,9 +861,10 @@ impl Host {
             })
             .cloned()
         else {
-            self.respond_err(
+            self.respond_err_after_appended(
                 conn,
                 id,
+                sid,
                 RpcError::approval_choice_invalid(approval_id, choice_id),
             );
             return;

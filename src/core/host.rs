@@ -847,6 +847,25 @@ impl Host {
         self.enqueue(conn, line, None, Some(id.clone()));
     }
 
+    /// An error read off session `sid`'s state in memory, which may hold
+    /// records not synced yet (an approval resolved by an interrupt a
+    /// moment ago): it goes out once everything appended so far is synced,
+    /// and becomes `storageUnavailable` if that sync fails, so a refusal
+    /// never reveals state the log may still lose.
+    pub(crate) fn respond_err_after_appended(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        sid: &str,
+        err: RpcError,
+    ) {
+        let gate = self
+            .loaded(sid)
+            .and_then(|l| self.gate_at(l, l.end_offset()));
+        let line = envelope::error_line(id, &err);
+        self.enqueue(conn, line, gate, Some(id.clone()));
+    }
+
     /// Initialized connections (for broadcasts).
     pub(crate) fn ready_conns(&self) -> Vec<ConnId> {
         self.conns

@@ -1549,6 +1549,38 @@ fn carrierless_answers_wait_for_the_state_they_read_to_be_durable() {
 }
 
 #[test]
+fn approval_refusals_wait_for_the_resolution_they_read_to_be_durable() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let aid = f
+        .iter()
+        .find(|f| f["method"] == "approval/request")
+        .expect("server request")["params"]["approvalId"]
+        .clone();
+    // The interrupt ends the turn and resolves its approval `abort`:
+    // written, not durable.
+    h.hold_syncs = true;
+    let stop = json!({"sessionId": SID, "commandId": cid(30), "turnId": cid(10)});
+    req(&mut h, c, 3, "turn/interrupt", stop);
+    let decide = json!({"sessionId": SID, "commandId": cid(31), "approvalId": aid,
+        "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"});
+    let f = req(&mut h, c, 4, "approval/decide", decide);
+    assert!(
+        f.iter().all(|f| f["id"] != json!(4)),
+        "no refusal before the resolution it names is durable: {f:?}"
+    );
+    // The sync fails: the resolution is taken back, and so is the refusal
+    // that named it.
+    h.hold_syncs = false;
+    h.fail_held_syncs();
+    let f = h.take(c);
+    let r = response(&f, 4);
+    assert_eq!(r["error"]["code"], json!(-32603), "{r}");
+    assert_eq!(reason(&r), "storageUnavailable", "{r}");
+}
+
+#[test]
 fn a_torn_unqueue_is_applied_with_its_effect_or_abandoned_without_it() {
     // Every prefix of the unqueue's unsynced append survives a crash in
     // turn: a replay that answers `accepted` must find the turn unqueued.

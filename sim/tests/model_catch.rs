@@ -1337,3 +1337,58 @@ fn value_identical_replays_a_duplicated_line_is_answered_in_arrival_order() {
     clean(&history(true));
     caught(&history(false), "value-identical-replays");
 }
+
+/// Client 0 queues cid(4) behind the running cid(3) and unqueues it with
+/// cid(5) on link 1; the host sends `turn/unqueued` to link 2 first. The
+/// answer on link 1 follows unless `answered` is false (link 1 closes).
+fn unqueue_seen_first_elsewhere(answered: bool) -> H {
+    let mut h = ephemeral_two_links();
+    h.turn_seen_first_elsewhere(true);
+    let (q, u) = (cid(4), cid(5));
+    let input = json!([{"type": "text", "text": "later"}]);
+    h.recv_on(
+        1,
+        3,
+        "turn/start",
+        json!({"commandId": q, "sessionId": S, "input": input, "ifBusy": "queue"}),
+    );
+    let queued = json!({"commandId": q, "status": "accepted", "turnId": q,
+                        "startedNewTurn": false, "disposition": "queued"});
+    h.send_on(1, json!({"jsonrpc": "2.0", "id": 3, "result": queued}));
+    h.recv_on(
+        1,
+        4,
+        "turn/unqueue",
+        json!({"commandId": u, "sessionId": S, "turnId": q}),
+    );
+    let event = json!({"jsonrpc": "2.0", "method": "turn/unqueued", "emittedAtMs": h.now(),
+        "params": {"turnId": q, "commandId": q, "sessionId": S, "viewCursor": cursor(3),
+                   "sourceRange": {"stream": {"kind": "session", "id": S},
+                                   "first": {"id": cid(2010), "sequence": 1},
+                                   "last": {"id": cid(2010), "sequence": 1}}}});
+    h.send_on(2, event.clone());
+    if answered {
+        let ack = json!({"commandId": u, "status": "accepted", "turnId": q});
+        h.send_on(1, json!({"jsonrpc": "2.0", "id": 4, "result": ack}));
+        h.send_on(1, event);
+    } else {
+        h.push(
+            Actor::Net,
+            What::LinkClosed {
+                link: 1,
+                why: "cut",
+            },
+        );
+    }
+    h
+}
+
+#[test]
+fn turn_lifecycle_an_ephemeral_unqueue_whose_event_no_answer_ever_admits() {
+    // Control: the `turn/unqueued` reaches another subscriber before the
+    // unqueue's answer reaches its sender; it names the unqueued submit,
+    // not the unqueue, and waits for that answer all the same.
+    clean(&unqueue_seen_first_elsewhere(true));
+    // Doctored: no answer ever admits an unqueue.
+    caught(&unqueue_seen_first_elsewhere(false), "turn-lifecycle");
+}

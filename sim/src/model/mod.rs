@@ -1689,10 +1689,10 @@ impl Model {
                 return;
             };
             let n2 = sess.head + 1;
-            let Some((_, q, _)) = sess.ahead.get(&n2) else {
+            let Some((m, q, _)) = sess.ahead.get(&n2) else {
                 break;
             };
-            if self.awaits_answer(sid, q) {
+            if self.awaits_answer(sid, m, q) {
                 break;
             }
             let sess = self.sessions.get_mut(sid).expect("session");
@@ -1706,10 +1706,12 @@ impl Model {
         self.refresh_windows(sid);
     }
 
-    /// Whether event params `q` of ephemeral session `sid` name a command
-    /// its holder received on a link still open, did not answer yet, and
-    /// the model has not admitted.
-    fn awaits_answer(&self, sid: &str, q: &Value) -> bool {
+    /// Whether event `method` with params `q` of ephemeral session `sid`
+    /// names a command its holder received on a link still open, did not
+    /// answer yet, and the model has not admitted; or is the `turn/unqueued`
+    /// of a turn such a `turn/unqueue` names (the event names the unqueued
+    /// submit, not the unqueue).
+    fn awaits_answer(&self, sid: &str, method: &str, q: &Value) -> bool {
         let Some(owner) = self.eph_owner.get(sid).copied() else {
             return false;
         };
@@ -1723,22 +1725,24 @@ impl Model {
             &q["item"]["commandId"],
             &q["item"]["turnId"],
         ];
-        names.iter().filter_map(|v| v.as_str()).any(|c| {
-            let k = wire::key(c);
-            !sess.ledger.contains_key(&k)
-                && self
-                    .req_links
+        let unqueued = q["turnId"].as_str().filter(|_| method == "turn/unqueued");
+        let pending = |r: &Req| {
+            let Some(k) = r.cid.as_deref().map(wire::key) else {
+                return false;
+            };
+            r.sid.as_deref() == Some(sid)
+                && !sess.ledger.contains_key(&k)
+                && (names
                     .iter()
-                    .filter_map(|k| self.links.get(k))
-                    .any(|l| {
-                        !l.closed
-                            && (l.host, l.inc) == owner
-                            && l.reqs.values().any(|r| {
-                                r.sid.as_deref() == Some(sid)
-                                    && r.cid.as_deref().is_some_and(|x| wire::key(x) == k)
-                            })
-                    })
-        })
+                    .filter_map(|v| v.as_str())
+                    .any(|c| wire::key(c) == k)
+                    || (r.method == "turn/unqueue"
+                        && unqueued.is_some_and(|t| r.params["turnId"] == t)))
+        };
+        self.req_links
+            .iter()
+            .filter_map(|k| self.links.get(k))
+            .any(|l| !l.closed && (l.host, l.inc) == owner && l.reqs.values().any(pending))
     }
 
     /// The order rules of one link's view of one session (PROTOCOL.md 4.2,

@@ -1392,3 +1392,26 @@ fn turn_lifecycle_an_ephemeral_unqueue_whose_event_no_answer_ever_admits() {
     // Doctored: no answer ever admits an unqueue.
     caught(&unqueue_seen_first_elsewhere(false), "turn-lifecycle");
 }
+
+/// A `session/start` of an existing session under another command id is
+/// refused `session_id_conflict` and records nothing; here it is admitted
+/// (an intake pair, an ack) as if it had created the session.
+#[test]
+fn admission_decision_a_start_of_an_existing_session_under_another_id_admitted() {
+    let mut h = H::new();
+    h.start();
+    let c = cid(7);
+    h.recv(2, "session/start", json!({"commandId": c, "sessionId": S}));
+    let result = json!({"session": h.session_obj(h.now(), 0, None), "viewCursor": cursor(0)});
+    let received = h.received(
+        &c,
+        "session/start",
+        json!({"sessionId": S, "workspaceRoot": null}),
+        json!({"result": result}),
+    );
+    let settled = h.settled(&c);
+    h.append(vec![received, settled]);
+    h.sync();
+    h.answer(2, result);
+    caught(&h, "admission-decision");
+}

@@ -478,6 +478,23 @@ impl Sess {
             );
             return;
         }
+        // A start admits only the session's own creator (a replay, or its
+        // intake lost to a torn write); any other id is refused
+        // `session_id_conflict`, which records nothing (PROTOCOL.md 4.1).
+        if let Some(start) = self
+            .start_cid
+            .as_deref()
+            .filter(|s| method == "session/start" && wire::key(s) != k)
+        {
+            rep.fail(
+                "admission-decision",
+                &format!("start-other {k}"),
+                format!(
+                    "session/start {cid} was admitted in session {}, which session/start {start} created: a start of an existing session under another id is refused session_id_conflict",
+                    self.id
+                ),
+            );
+        }
         if decided {
             self.judge_admission(rep, cid, method, params, &answer);
         }

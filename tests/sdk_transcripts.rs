@@ -76,6 +76,7 @@ fn spec_of(method: &str, p: &Map<String, Value>) -> CommandSpec {
         "session/resume" => CommandSpec::SessionResume {
             session_id: sid(),
             cursor: s("cursor"),
+            exclude_items: p.get("excludeItems") == Some(&Value::Bool(true)),
         },
         "turn/start" => CommandSpec::TurnStart {
             session_id: sid(),

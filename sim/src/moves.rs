@@ -85,10 +85,14 @@ pub fn next_move(
 ) -> Move {
     // turn, steer, unqueue, interrupt/cancel, task stop, approval,
     // state/update, conflicting reuse, idle, resend, queue flood,
-    // start of an existing session, pause until unloaded.
-    let weights: [u64; 13] = match scenario {
-        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1],
-        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2],
+    // start of an existing session, pause until unloaded, a decision
+    // naming a stale requirement, a resume asking `excludeItems`. A new
+    // move is only ever appended (the draw's top values): a recorded pick
+    // is below the older total, so every recorded sequence keeps its
+    // moves.
+    let weights: [u64; 15] = match scenario {
+        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1],
+        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2],
     };
     let total: u64 = weights.iter().sum();
     let mut r = w.decide(Decision::Client, total);
@@ -190,6 +194,23 @@ pub fn next_move(
         // new id: `session_id_conflict`.
         11 => Move::Submit("session/start", json!({"sessionId": sid})),
         12 => Move::Pause,
+        // A fresh decision answering a requirement the approval does not
+        // have (every approval's current one has `sourceIndex` 0):
+        // `approvalRequirementStale`, or already resolved.
+        13 => match known.approvals.iter().next().cloned() {
+            Some(a) => {
+                let mut p = approval_decision(w, sid, &a, false);
+                p["requirementId"]["sourceIndex"] = json!(1);
+                Move::Submit("approval/decide", p)
+            }
+            None => Move::Turn,
+        },
+        // The client's own session resumed again, metadata only: no
+        // history, and the view follows from the head.
+        14 => Move::Submit(
+            "session/resume",
+            json!({"sessionId": sid, "excludeItems": true}),
+        ),
         _ => Move::Turn,
     }
 }
@@ -293,4 +314,54 @@ pub fn approval_decision(w: &mut World, sid: &str, a: &str, approve_only: bool) 
         "deny"
     };
     json!({"sessionId": sid, "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}, "choiceId": choice})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::choice::Source;
+
+    /// The move a recorded pick `r` of the move draw makes, and the
+    /// draw's number of options.
+    fn pick(scenario: Scenario, r: u64) -> (Move, u64) {
+        let mut w = World::with_source(Source::recorded(vec![r]), 0);
+        let known = Known {
+            approvals: ["a1".to_string()].into(),
+            ..Known::default()
+        };
+        let mv = next_move(&mut w, scenario, &known, &mut 0, 0, "s1");
+        (mv, w.choices()[0].options)
+    }
+
+    fn is_probe(mv: &Move) -> bool {
+        match mv {
+            Move::Submit("approval/decide", p) => p["requirementId"]["sourceIndex"] == json!(1),
+            Move::Submit("session/resume", p) => p["excludeItems"] == json!(true),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn the_probe_moves_take_the_top_of_the_move_draw() {
+        // So a sequence recorded before they existed (its picks below the
+        // older total) replays the moves it recorded.
+        for scenario in [Scenario::Mixed, Scenario::Turns] {
+            let (_, total) = pick(scenario, 0);
+            let probes: Vec<u64> = (0..total)
+                .filter(|r| is_probe(&pick(scenario, *r).0))
+                .collect();
+            assert!(!probes.is_empty(), "{scenario}");
+            let first = probes[0];
+            assert_eq!(probes, (first..total).collect::<Vec<_>>(), "{scenario}");
+            // Both kinds are there.
+            assert!(matches!(
+                pick(scenario, first).0,
+                Move::Submit("approval/decide", _)
+            ));
+            assert!(matches!(
+                pick(scenario, total - 1).0,
+                Move::Submit("session/resume", _)
+            ));
+        }
+    }
 }

@@ -236,6 +236,17 @@ fn spec_of(method: &str, p: &Value) -> Option<CommandSpec> {
             },
             workspace_root: None,
         },
+        "session/resume" => CommandSpec::SessionResume {
+            session_id: sid()?,
+            cursor: match p.get("cursor") {
+                None => None,
+                Some(c) => Some(c.as_str()?.to_string()),
+            },
+            exclude_items: match p.get("excludeItems") {
+                None => false,
+                Some(x) => x.as_bool()?,
+            },
+        },
         "turn/start" => CommandSpec::TurnStart {
             session_id: sid()?,
             text: text()?,

@@ -56,9 +56,11 @@ fn an_ack_before_its_sync_shrinks_to_a_start_and_a_turn() {
 
 #[test]
 fn a_lease_not_checked_shrinks_to_a_client_that_leaves_its_host() {
+    // Seed 1: seed 0 stopped failing when the move table grew (the
+    // seeded draws moved); 18 of seeds 0..20 fail.
     shrunk(
         Scenario::LeaseHandover,
-        0,
+        1,
         Bug::LeaseNotChecked,
         "one-lease-holder",
     );

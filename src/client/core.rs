@@ -890,6 +890,7 @@ impl ClientCore {
             let spec = CommandSpec::SessionResume {
                 session_id: sid.clone(),
                 cursor,
+                exclude_items: false,
             };
             let id = self.minter.mint(now_ms, self.entropy.as_mut());
             let h = self.next_handle;

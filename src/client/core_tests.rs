@@ -636,6 +636,7 @@ fn session_in_use_is_retried_then_given_up_with_that_error() {
     let (h, _) = s.submit(CommandSpec::SessionResume {
         session_id: sid(),
         cursor: None,
+        exclude_items: false,
     });
     for _ in 0..4 {
         let req = s.request("session/resume");

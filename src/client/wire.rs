@@ -36,6 +36,10 @@ pub enum CommandSpec {
         /// Resume the view after this cursor (a suffix streams), or from a
         /// snapshot when absent.
         cursor: Option<String>,
+        /// Without a cursor: ask no history (`excludeItems`), only the
+        /// session's metadata; the view then follows from the head. For
+        /// an application that sends commands and does not render.
+        exclude_items: bool,
     },
     /// `turn/start`: submit text input.
     TurnStart {
@@ -131,10 +135,17 @@ impl CommandSpec {
                 }
                 ("session/start", p)
             }
-            CommandSpec::SessionResume { session_id, cursor } => {
+            CommandSpec::SessionResume {
+                session_id,
+                cursor,
+                exclude_items,
+            } => {
                 let mut p = session(session_id);
                 if let Some(c) = cursor {
                     p.insert("cursor".into(), json!(c));
+                }
+                if *exclude_items {
+                    p.insert("excludeItems".into(), json!(true));
                 }
                 ("session/resume", p)
             }
@@ -618,6 +629,12 @@ mod tests {
             CommandSpec::SessionResume {
                 session_id: sid.clone(),
                 cursor: Some("v:x:1".into()),
+                exclude_items: false,
+            },
+            CommandSpec::SessionResume {
+                session_id: sid.clone(),
+                cursor: None,
+                exclude_items: true,
             },
             CommandSpec::TurnStart {
                 session_id: sid.clone(),
@@ -665,6 +682,24 @@ mod tests {
             let back = WireCommand::parse(&w.method, w.params.clone());
             assert_eq!(back, Ok(w.clone()), "{s:?}");
         }
+    }
+
+    #[test]
+    fn a_resume_asks_exclude_items_only_when_told() {
+        let sid = SessionId::parse(SID).expect("sid");
+        let resume = |exclude_items| CommandSpec::SessionResume {
+            session_id: sid.clone(),
+            cursor: None,
+            exclude_items,
+        };
+        let w = resume(true).to_wire();
+        assert_eq!(w.method, "session/resume");
+        assert_eq!(
+            Value::Object(w.params),
+            json!({"sessionId": SID, "excludeItems": true})
+        );
+        let w = resume(false).to_wire();
+        assert_eq!(Value::Object(w.params), json!({"sessionId": SID}));
     }
 
     #[test]

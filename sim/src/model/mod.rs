@@ -1577,6 +1577,9 @@ impl Model {
             }
             _ => true,
         };
+        if ok && code == -32053 {
+            self.rep.hit("4.1 approval/decide requirement stale");
+        }
         self.rep.check(ok, "admission-decision", &format!("err {k} {}", self.rep.at), || {
             format!("host{h} answered {} {} in session {sid} with error {e}, whose condition never held while it was handled (holders {:?}, existed {}, spec {:?})", req.method, k, req.holders, req.existed, req.window)
         });

@@ -32,7 +32,9 @@ use crate::run::{run_with, RunConfig};
 use crate::world::Decision;
 
 /// The widest client or placement decision whose every option is explored.
-pub const MAX_WIDTH: u64 = 100;
+/// The workload's move draw (`moves::next_move`, 101 options in `mixed`)
+/// must fit: which command a client issues is the check's main branching.
+pub const MAX_WIDTH: u64 = 128;
 
 /// The default small workload: 2 clients x 3 commands, no observer.
 pub const DEFAULT_WORKLOAD: Workload = Workload {

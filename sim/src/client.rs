@@ -594,6 +594,19 @@ impl Client {
             }
             Move::Flood => return self.flood_queue(w, out, &sid),
             Move::Pause => return self.pause(w, ctx, out, &sid),
+            Move::Stray => {
+                let id = self.next_rpc;
+                self.next_rpc += 1;
+                // Its answer is the model's to judge, not this client's.
+                self.inflight.insert(id, usize::MAX);
+                out.push(Action::Send(crate::moves::stray_line(
+                    w,
+                    &sid,
+                    &ctx.sessions,
+                    json!(id),
+                )));
+                return;
+            }
         };
         let i = self.new_cmd(w, method, params, Purpose::Normal);
         self.active = Some(i);

@@ -32,6 +32,31 @@ pub enum Move {
     Flood,
     /// Wait until the host unloads the session.
     Pause,
+    /// A command naming a session this client does not hold (another
+    /// client's, or one that never existed), sent as a bare line: the
+    /// host answers it without loading the session (`sessionInUse`,
+    /// `sessionNotLoaded`, `sessionNotFound`), or, where that session is
+    /// loaded, as any command. It is a `task/stop` of a task that never
+    /// existed, so it changes no session.
+    Stray,
+}
+
+/// The `task/stop` line of a [`Move::Stray`]: a session of `others` (not
+/// `own`), or 3 times in 10 (or without others) a session that never
+/// existed; a fresh task id and command id. `id` is its JSON-RPC id.
+pub fn stray_line(w: &mut World, own: &str, others: &[String], id: Value) -> Vec<u8> {
+    let others: Vec<&String> = others.iter().filter(|s| *s != own).collect();
+    let sid = if !others.is_empty() && w.chance(Decision::Client, 700) {
+        others[w.decide(Decision::Client, others.len() as u64) as usize].clone()
+    } else {
+        msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids))
+    };
+    let task = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+    let cid = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+    let mut line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "task/stop", "params": {"commandId": cid, "sessionId": sid, "taskId": task}}))
+        .expect("serialise");
+    line.push(b'\n');
+    line
 }
 
 /// A turn's input text: its kind drawn per scenario (plain, sleeping,
@@ -86,13 +111,14 @@ pub fn next_move(
     // turn, steer, unqueue, interrupt/cancel, task stop, approval,
     // state/update, conflicting reuse, idle, resend, queue flood,
     // start of an existing session, pause until unloaded, a decision
-    // naming a stale requirement, a resume asking `excludeItems`. A new
+    // naming a stale requirement, a resume asking `excludeItems`, a
+    // command naming a session the client does not hold. A new
     // move is only ever appended (the draw's top values): a recorded pick
     // is below the older total, so every recorded sequence keeps its
     // moves.
-    let weights: [u64; 15] = match scenario {
-        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1],
-        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2],
+    let weights: [u64; 16] = match scenario {
+        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1, 1],
+        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2, 2],
     };
     let total: u64 = weights.iter().sum();
     let mut r = w.decide(Decision::Client, total);
@@ -211,6 +237,7 @@ pub fn next_move(
             "session/resume",
             json!({"sessionId": sid, "excludeItems": true}),
         ),
+        15 => Move::Stray,
         _ => Move::Turn,
     }
 }
@@ -337,6 +364,7 @@ mod tests {
         match mv {
             Move::Submit("approval/decide", p) => p["requirementId"]["sourceIndex"] == json!(1),
             Move::Submit("session/resume", p) => p["excludeItems"] == json!(true),
+            Move::Stray => true,
             _ => false,
         }
     }
@@ -358,10 +386,12 @@ mod tests {
                 pick(scenario, first).0,
                 Move::Submit("approval/decide", _)
             ));
-            assert!(matches!(
-                pick(scenario, total - 1).0,
-                Move::Submit("session/resume", _)
-            ));
+            assert_eq!(pick(scenario, total - 1).0, Move::Stray);
+            // The exhaustive check explores every move only while the
+            // draw fits its width.
+            if scenario == Scenario::Mixed {
+                assert!(total <= crate::check::MAX_WIDTH, "{total}");
+            }
         }
     }
 }

@@ -46,6 +46,10 @@ pub const SAFETY_MAX_MS: u64 = 60_000;
 pub const LIVENESS_MS: u64 = 90_000;
 /// A run that processes more events than this is stuck.
 pub const EVENTS_MAX: u64 = 3_000_000;
+/// A host that produces more outputs than this for one input without
+/// waiting for anything is in a livelock (a read it asks again and again,
+/// say): the run stops there, with the note the run-bounded oracle reads.
+pub const HOST_STEPS_MAX: u64 = 1_000_000;
 /// `MSP_SIM_COMPACT_RECORDS=N`: every host compacts a session's log after
 /// N records (`HostConfig::compact_records`); unset or 0: as the seed's
 /// fault mix draws (off in 70% of seeds).
@@ -174,6 +178,8 @@ struct Sim {
     heal_scheduled: bool,
     rotted: bool,
     events_count: u64,
+    /// A host exceeded [`HOST_STEPS_MAX`]: the run ends.
+    stuck: bool,
     wire_bytes: u64,
     faults: BTreeMap<&'static str, u64>,
     cp_hits: BTreeMap<&'static str, u64>,
@@ -246,6 +252,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         heal_scheduled: false,
         rotted: false,
         events_count: 0,
+        stuck: false,
         wire_bytes: 0,
         faults: BTreeMap::new(),
         cp_hits: BTreeMap::new(),
@@ -365,7 +372,7 @@ impl Sim {
         self.w.schedule(START_MS + self.safety_ms(), Event::Heal);
         while let Some(ev) = self.w.pop() {
             self.events_count += 1;
-            if self.events_count > EVENTS_MAX {
+            if self.events_count > EVENTS_MAX || self.stuck {
                 self.note(Actor::World, What::Note("event budget exhausted".into()));
                 break;
             }
@@ -911,7 +918,16 @@ impl Sim {
 
     /// Carries out every output of host `h` in order; may crash it.
     fn drain(&mut self, h: usize) {
-        for _ in 0..10_000_000u64 {
+        if self.stuck {
+            return;
+        }
+        for step in 0.. {
+            if step == HOST_STEPS_MAX {
+                let n = format!("host{h} made {HOST_STEPS_MAX} steps without waiting (a livelock)");
+                self.note(Actor::Host(h), What::Note(n));
+                self.stuck = true;
+                return;
+            }
             let Some(o) = self.hosts[h].host.as_mut().and_then(|x| x.poll_output()) else {
                 break;
             };

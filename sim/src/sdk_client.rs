@@ -1014,6 +1014,15 @@ impl SdkClient {
             }
             Move::Flood => return self.flood_queue(c, w, &sid),
             Move::Pause => return self.pause(w, ctx, &sid),
+            Move::Stray => {
+                // A bare line: the core does not track it (its answer is
+                // the model's to judge).
+                self.raw_serial += 1;
+                let id = json!(format!("stray-{}", self.raw_serial));
+                let line = crate::moves::stray_line(w, &sid, &ctx.sessions, id);
+                self.core.send_raw_line_for_tests(line);
+                return;
+            }
         };
         self.active = self.submit(c, w, method, params, Purpose::Normal);
         self.maybe_burst(c, w, &sid);

@@ -1415,3 +1415,61 @@ fn admission_decision_a_start_of_an_existing_session_under_another_id_admitted()
     h.answer(2, result);
     caught(&h, "admission-decision");
 }
+
+#[test]
+fn admission_decision_not_loaded_while_another_host_holds_the_lease() {
+    // Host 0 holds S. Host 1, another process, is asked a command in S:
+    // the answer is sessionInUse, never sessionNotLoaded (PROTOCOL.md 4.1).
+    for (code, kind, legal) in [
+        (-32021, "sessionInUse", true),
+        (-32024, "sessionNotLoaded", false),
+    ] {
+        let mut h = H::new();
+        h.start();
+        h.push(
+            Actor::Host(1),
+            What::HostStart {
+                inc: 1,
+                durable: true,
+            },
+        );
+        h.push(
+            Actor::Client(1),
+            What::Connect {
+                link: 2,
+                host: 1,
+                inc: 1,
+            },
+        );
+        let line = json!({"jsonrpc": "2.0", "id": 9, "method": "task/stop", "params": {"commandId": cid(9), "sessionId": S, "taskId": cid(10)}}).to_string();
+        h.push(
+            Actor::Client(1),
+            What::ClientSend {
+                link: 2,
+                line: line.clone(),
+            },
+        );
+        h.push(
+            Actor::Host(1),
+            What::HostRecv {
+                inc: 1,
+                link: 2,
+                line,
+            },
+        );
+        let answer = json!({"jsonrpc": "2.0", "id": 9, "error": {"code": code, "message": kind, "data": {"sessionId": S}}});
+        h.push(
+            Actor::Host(1),
+            What::HostSend {
+                inc: 1,
+                link: 2,
+                line: answer.to_string(),
+            },
+        );
+        if legal {
+            clean(&h);
+        } else {
+            caught(&h, "admission-decision");
+        }
+    }
+}

@@ -101,9 +101,11 @@ fn a_replay_that_mints_a_new_turn_shrinks() {
 
 #[test]
 fn a_recovery_that_abandons_nothing_shrinks() {
+    // Seed 1: seed 0 stopped failing when the move table grew (the
+    // seeded draws moved); 7 of seeds 0..12 fail.
     shrunk(
         Scenario::CrashStorm,
-        0,
+        1,
         Bug::NoAbandonOnRecovery,
         "recovery",
     );

@@ -467,9 +467,21 @@ impl Model {
             .filter(|(_, x)| **x == (h, inc))
             .map(|(s, _)| s.clone())
             .collect();
-        for s in held {
+        for s in &held {
             self.dead_holder.insert(s.clone());
-            self.leases.remove(&s);
+            self.leases.remove(s);
+        }
+        // From now on nobody holds those leases: a request pending
+        // elsewhere may be told the session is not loaded.
+        for k in &self.req_links {
+            let Some(l) = self.links.get_mut(k) else {
+                continue;
+            };
+            for r in l.reqs.values_mut() {
+                if r.sid.as_ref().is_some_and(|s| held.contains(s)) {
+                    r.holders.insert(None);
+                }
+            }
         }
         self.rot_holder.retain(|_, x| *x != (h, inc));
         // A dead incarnation answers nothing more: its admission windows
@@ -1563,7 +1575,9 @@ impl Model {
         let me = Some((h, inc));
         let ok = match code {
             -32021 => req.holders.iter().any(|x| x.is_some() && *x != me),
-            -32024 => req.holders.iter().any(|x| *x != me),
+            // Not loaded here and nobody else holding it (else it is
+            // `sessionInUse`), at some moment while it was handled.
+            -32024 => req.holders.iter().any(|x| x.is_none()),
             -32020 => !req.existed || !self.durable_run,
             -32053..=-32050 => {
                 req.window.contains(&Expected::Error(code))

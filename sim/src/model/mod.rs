@@ -1607,6 +1607,11 @@ impl Model {
         };
         let sub = l.subs.entry(sid.to_string()).or_default();
         if sub.active {
+            // A resume on a link the model still counts subscribed (the
+            // client may have sent `view/unsubscribe`, which the host
+            // honours at once): the view may go on where it was, or
+            // start again after the resume's floor.
+            sub.hi = sub.hi.max(floor.max(sub.last) + 1);
             return;
         }
         sub.active = true;

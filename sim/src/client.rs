@@ -595,16 +595,11 @@ impl Client {
             Move::Flood => return self.flood_queue(w, out, &sid),
             Move::Pause => return self.pause(w, ctx, out, &sid),
             Move::Stray => {
-                let id = self.next_rpc;
-                self.next_rpc += 1;
+                let p = crate::moves::stray_params(w, &sid, &ctx.sessions);
+                let (id, line) = self.frame("task/stop", p);
                 // Its answer is the model's to judge, not this client's.
                 self.inflight.insert(id, usize::MAX);
-                out.push(Action::Send(crate::moves::stray_line(
-                    w,
-                    &sid,
-                    &ctx.sessions,
-                    json!(id),
-                )));
+                out.push(Action::Send(line));
                 return;
             }
         };

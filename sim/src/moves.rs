@@ -41,10 +41,10 @@ pub enum Move {
     Stray,
 }
 
-/// The `task/stop` line of a [`Move::Stray`]: a session of `others` (not
-/// `own`), or 3 times in 10 (or without others) a session that never
-/// existed; a fresh task id and command id. `id` is its JSON-RPC id.
-pub fn stray_line(w: &mut World, own: &str, others: &[String], id: Value) -> Vec<u8> {
+/// The `task/stop` params of a [`Move::Stray`]: a session of `others`
+/// (not `own`), or 3 times in 10 (or without others) a session that
+/// never existed; a fresh task id and command id.
+pub fn stray_params(w: &mut World, own: &str, others: &[String]) -> Value {
     let others: Vec<&String> = others.iter().filter(|s| *s != own).collect();
     let sid = if !others.is_empty() && w.chance(Decision::Client, 700) {
         others[w.decide(Decision::Client, others.len() as u64) as usize].clone()
@@ -53,10 +53,7 @@ pub fn stray_line(w: &mut World, own: &str, others: &[String], id: Value) -> Vec
     };
     let task = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
     let cid = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
-    let mut line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "task/stop", "params": {"commandId": cid, "sessionId": sid, "taskId": task}}))
-        .expect("serialise");
-    line.push(b'\n');
-    line
+    json!({"commandId": cid, "sessionId": sid, "taskId": task})
 }
 
 /// A turn's input text: its kind drawn per scenario (plain, sleeping,

@@ -1017,9 +1017,14 @@ impl SdkClient {
             Move::Stray => {
                 // A bare line: the core does not track it (its answer is
                 // the model's to judge).
+                let p = crate::moves::stray_params(w, &sid, &ctx.sessions);
                 self.raw_serial += 1;
-                let id = json!(format!("stray-{}", self.raw_serial));
-                let line = crate::moves::stray_line(w, &sid, &ctx.sessions, id);
+                let id = format!("stray-{}", self.raw_serial);
+                let mut line = serde_json::to_vec(
+                    &json!({"jsonrpc": "2.0", "id": id, "method": "task/stop", "params": p}),
+                )
+                .expect("serialise");
+                line.push(b'\n');
                 self.core.send_raw_line_for_tests(line);
                 return;
             }

@@ -473,15 +473,8 @@ impl Model {
         }
         // From now on nobody holds those leases: a request pending
         // elsewhere may be told the session is not loaded.
-        for k in &self.req_links {
-            let Some(l) = self.links.get_mut(k) else {
-                continue;
-            };
-            for r in l.reqs.values_mut() {
-                if r.sid.as_ref().is_some_and(|s| held.contains(s)) {
-                    r.holders.insert(None);
-                }
-            }
+        for s in &held {
+            self.holder_seen(s, None);
         }
         self.rot_holder.retain(|_, x| *x != (h, inc));
         // A dead incarnation answers nothing more: its admission windows
@@ -537,13 +530,19 @@ impl Model {
             recovery_due: recovery,
             begun: false,
         });
+        self.holder_seen(sid, Some((h, inc)));
+    }
+
+    /// Every request pending on session `sid` saw `holder` hold its lease
+    /// (`None`: nobody) while it was handled.
+    fn holder_seen(&mut self, sid: &str, holder: Option<(usize, u64)>) {
         for k in &self.req_links {
             let Some(l) = self.links.get_mut(k) else {
                 continue;
             };
             for r in l.reqs.values_mut() {
                 if r.sid.as_deref() == Some(sid) {
-                    r.holders.insert(Some((h, inc)));
+                    r.holders.insert(holder);
                 }
             }
         }
@@ -581,16 +580,7 @@ impl Model {
         if self.rot_holder.get(sid) == Some(&(h, inc)) {
             self.rot_holder.remove(sid);
         }
-        for k in &self.req_links {
-            let Some(l) = self.links.get_mut(k) else {
-                continue;
-            };
-            for r in l.reqs.values_mut() {
-                if r.sid.as_deref() == Some(sid) {
-                    r.holders.insert(None);
-                }
-            }
-        }
+        self.holder_seen(sid, None);
     }
 
     fn storage_failed(&mut self, h: usize, inc: u64, sid: &str) {

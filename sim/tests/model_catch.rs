@@ -1473,3 +1473,106 @@ fn admission_decision_not_loaded_while_another_host_holds_the_lease() {
         }
     }
 }
+
+#[test]
+fn admission_decision_storage_error_without_a_storage_failure() {
+    // An internal error is the host's to send only after its storage
+    // failed it (an append or a sync of the session): refusing a command
+    // `storageUnavailable` on a sound disk is a wrong decision.
+    for failed in [true, false] {
+        let mut h = H::new();
+        h.start();
+        h.recv(
+            5,
+            "state/update",
+            json!({"commandId": cid(5), "sessionId": S, "set": {"k": 1}}),
+        );
+        if failed {
+            h.host(What::AppendFailed {
+                inc: 1,
+                session: S.into(),
+            });
+        }
+        h.reject(
+            5,
+            json!({"code": -32603, "message": "storage unavailable: disk full",
+                   "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+        );
+        if failed {
+            clean(&h);
+        } else {
+            caught(&h, "admission-decision");
+        }
+    }
+}
+
+#[test]
+fn admission_decision_not_initialized_after_the_handshake() {
+    // `notInitialized` only before both halves of the handshake were read
+    // on the link (PROTOCOL.md 2): after `initialize` alone it is right,
+    // after `initialize` and `initialized` it is not.
+    for (notified, legal) in [(false, true), (true, false)] {
+        let mut h = H::new();
+        h.start();
+        h.connects(2, 1);
+        let mut lines = vec![json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                    "params": {"clientInfo": {"name": "t", "version": "1"}}})];
+        if notified {
+            lines.push(json!({"jsonrpc": "2.0", "method": "initialized"}));
+        }
+        lines.push(json!({"jsonrpc": "2.0", "id": 2, "method": "state/update",
+                          "params": {"commandId": cid(7), "sessionId": S, "set": {"k": 1}}}));
+        for line in lines {
+            h.push(
+                Actor::Client(1),
+                What::ClientSend {
+                    link: 2,
+                    line: line.to_string(),
+                },
+            );
+            h.host(What::HostRecv {
+                inc: 1,
+                link: 2,
+                line: line.to_string(),
+            });
+        }
+        let answer = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32600,
+                            "message": "Not initialized", "data": {"kind": "notInitialized"}}});
+        h.host(What::HostSend {
+            inc: 1,
+            link: 2,
+            line: answer.to_string(),
+        });
+        if legal {
+            clean(&h);
+        } else {
+            caught(&h, "admission-decision");
+        }
+    }
+}
+
+#[test]
+fn admission_decision_resume_refused_a_durable_cursor() {
+    // A durable host knows every event that was durable when a resume
+    // arrived: `missingAnchor` is right only for a cursor past that.
+    for (n, legal) in [(1, false), (9, true)] {
+        let mut h = H::new();
+        h.start();
+        h.turn(3, 3, "hi");
+        h.recv(
+            8,
+            "session/resume",
+            json!({"commandId": cid(8), "sessionId": S, "cursor": cursor(n)}),
+        );
+        h.reject(
+            8,
+            json!({"code": -32011, "message": "unknown cursor anchor",
+                   "data": {"kind": "notFound", "reason": "missingAnchor", "sessionId": S}}),
+        );
+        if legal {
+            clean(&h);
+        } else {
+            caught(&h, "admission-decision");
+        }
+    }
+}

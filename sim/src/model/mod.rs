@@ -84,6 +84,10 @@ struct Req {
     terminal_at_recv: bool,
     /// A storage failure of its session happened since receipt.
     storage_failed: bool,
+    /// The host had read the handshake (`initialize`, then the
+    /// `initialized` notification) on this link before it; else it may be
+    /// refused `notInitialized` (PROTOCOL.md 2).
+    ready_at_recv: bool,
     /// It arrived at the host that kept its session in memory when the
     /// log rotted: the session's load count then. That host may answer it
     /// from memory, even after it dropped the session (a queued replay of
@@ -118,6 +122,10 @@ struct LinkSt {
     reqs: BTreeMap<(String, u64), Req>,
     /// Requests read on this link so far (the second half of `reqs`' keys).
     arrivals: u64,
+    /// How far the host read the handshake on this link: 0 nothing, 1 an
+    /// `initialize`, 2 then `initialized` (a link's lines are handled in
+    /// order, so every request read after that finds it ready).
+    handshake: u8,
     subs: BTreeMap<String, Sub>,
 }
 
@@ -926,8 +934,17 @@ impl Model {
     // ----- requests and answers ----------------------------------------
 
     fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &str) {
-        let Some(Frame::Request { id, method, params }) = wire::parse_str(line) else {
-            return;
+        let (id, method, params) = match wire::parse_str(line) {
+            Some(Frame::Request { id, method, params }) => (id, method, params),
+            Some(Frame::Notification { method, .. }) => {
+                if let Some(l) = self.links.get_mut(&link) {
+                    if method == "initialized" && l.handshake == 1 {
+                        l.handshake = 2;
+                    }
+                }
+                return;
+            }
+            _ => return,
         };
         let cid = params["commandId"].as_str().map(str::to_string);
         let sig = if wire::is_command(&method) {
@@ -959,6 +976,7 @@ impl Model {
             existed_at_recv: false,
             terminal_at_recv: false,
             storage_failed: false,
+            ready_at_recv: self.links.get(&link).is_some_and(|l| l.handshake == 2),
             rot_memory_loads: sid
                 .as_ref()
                 .filter(|s| self.rot_holder.get(*s) == Some(&(h, inc)))
@@ -995,6 +1013,9 @@ impl Model {
                 });
         }
         if let Some(l) = self.links.get_mut(&link) {
+            if method == "initialize" && l.handshake == 0 {
+                l.handshake = 1;
+            }
             l.arrivals += 1;
             l.reqs.insert((id.to_string(), l.arrivals), r);
             self.req_links.insert(link);
@@ -1574,12 +1595,29 @@ impl Model {
                     || req.window.is_empty()
                     || self.sessions.get(sid).is_some_and(|s| s.blind)
             }
-            -32603 => {
-                req.storage_failed
-                    || e["data"]["reason"] == "logCorrupt"
-                    || e["data"]["reason"] == "storageUnavailable"
+            // The simulated disk fails only appends and syncs, and a
+            // rotten log's answers are judged before this: an internal
+            // error (`storageUnavailable`, `logCorrupt` or none) is right
+            // only after a storage failure of this session on this host.
+            -32603 => req.storage_failed,
+            -32600 => !req.ready_at_recv && e["data"]["kind"] == "notInitialized",
+            // A resume from a cursor the host does not know: an ephemeral
+            // host forgets its sessions' events when it dies; a durable
+            // one knows every event that was durable when the request
+            // arrived (PROTOCOL.md 4.1).
+            -32011 => {
+                let n = req.params["cursor"]
+                    .as_str()
+                    .and_then(|c| wire::cursor_of(sid, c))
+                    .map(|(n, _)| n);
+                e["data"]["reason"] == "missingAnchor"
+                    && req.method == "session/resume"
+                    && (!self.hosts.get(&h).is_some_and(|x| x.durable)
+                        || n.is_none_or(|n| n > req.floor))
             }
-            _ => true,
+            // Overload, bad params, unknown method and the rest: no
+            // simulated client sends what earns them.
+            _ => false,
         };
         if ok && code == -32053 {
             self.rep.hit("4.1 approval/decide requirement stale");

@@ -487,7 +487,9 @@ impl Client {
             return;
         }
         // 3. The commands in flight (a burst rides along the active one).
-        if self.resend_after_reload && !ctx.healing {
+        // A resend after a pause waits for the active command (a stop-all
+        // sent right before the pause), which it would replace.
+        if self.resend_after_reload && !ctx.healing && self.active.is_none() {
             self.resend_after_reload = false;
             if self.resend(w, out, true) {
                 return;
@@ -601,6 +603,24 @@ impl Client {
                 self.inflight.insert(id, usize::MAX);
                 out.push(Action::Send(line));
                 return;
+            }
+            Move::StrayRead => {
+                let (method, p) = crate::moves::stray_read(w);
+                let (id, line) = self.frame(method, p);
+                self.inflight.insert(id, usize::MAX);
+                out.push(Action::Send(line));
+                return;
+            }
+            Move::StopAllThenPause => {
+                let i = self.new_cmd(
+                    w,
+                    "task/stopAll",
+                    json!({"sessionId": sid}),
+                    Purpose::Normal,
+                );
+                self.active = Some(i);
+                self.drive(w, i, out);
+                return self.pause(w, ctx, out, &sid);
             }
         };
         let i = self.new_cmd(w, method, params, Purpose::Normal);

@@ -39,6 +39,15 @@ pub enum Move {
     /// loaded, as any command. It is a `task/stop` of a task that never
     /// existed, so it changes no session.
     Stray,
+    /// A read (`session/read` or `view/page`) of a session that never
+    /// existed, sent as a bare line: the host must answer
+    /// `sessionNotFound`, never a view it made up, never a storage error.
+    StrayRead,
+    /// A `task/stopAll` (carrier-less), then a pause until the host
+    /// unloads the session; after the reload a carrier-less command goes
+    /// again under its id and must get the answer it got before the
+    /// unload (PROTOCOL.md 4.4: remembered for the host's lifetime).
+    StopAllThenPause,
 }
 
 /// The `task/stop` params of a [`Move::Stray`]: a session of `others`
@@ -54,6 +63,20 @@ pub fn stray_params(w: &mut World, own: &str, others: &[String]) -> Value {
     let task = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
     let cid = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
     json!({"commandId": cid, "sessionId": sid, "taskId": task})
+}
+
+/// The method and params of a [`Move::StrayRead`]: a fresh session id,
+/// read whole or paged, half the time each.
+pub fn stray_read(w: &mut World) -> (&'static str, Value) {
+    let sid = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
+    if w.chance(Decision::Client, 500) {
+        ("session/read", json!({"sessionId": sid}))
+    } else {
+        (
+            "view/page",
+            json!({"sessionId": sid, "direction": "backward", "limit": 5}),
+        )
+    }
 }
 
 /// A turn's input text: its kind drawn per scenario (plain, sleeping,
@@ -109,13 +132,14 @@ pub fn next_move(
     // state/update, conflicting reuse, idle, resend, queue flood,
     // start of an existing session, pause until unloaded, a decision
     // naming a stale requirement, a resume asking `excludeItems`, a
-    // command naming a session the client does not hold. A new
+    // command naming a session the client does not hold, a read of a
+    // session that never existed, a stop-all and a pause. A new
     // move is only ever appended (the draw's top values): a recorded pick
     // is below the older total, so every recorded sequence keeps its
     // moves.
-    let weights: [u64; 16] = match scenario {
-        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1, 1],
-        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2, 2],
+    let weights: [u64; 18] = match scenario {
+        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1, 1, 1, 1],
+        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2, 2, 1, 2],
     };
     let total: u64 = weights.iter().sum();
     let mut r = w.decide(Decision::Client, total);
@@ -235,6 +259,8 @@ pub fn next_move(
             json!({"sessionId": sid, "excludeItems": true}),
         ),
         15 => Move::Stray,
+        16 => Move::StrayRead,
+        17 => Move::StopAllThenPause,
         _ => Move::Turn,
     }
 }
@@ -361,7 +387,7 @@ mod tests {
         match mv {
             Move::Submit("approval/decide", p) => p["requirementId"]["sourceIndex"] == json!(1),
             Move::Submit("session/resume", p) => p["excludeItems"] == json!(true),
-            Move::Stray => true,
+            Move::Stray | Move::StrayRead | Move::StopAllThenPause => true,
             _ => false,
         }
     }
@@ -383,7 +409,7 @@ mod tests {
                 pick(scenario, first).0,
                 Move::Submit("approval/decide", _)
             ));
-            assert_eq!(pick(scenario, total - 1).0, Move::Stray);
+            assert_eq!(pick(scenario, total - 1).0, Move::StopAllThenPause);
             // The exhaustive check explores every move only while the
             // draw fits its width.
             if scenario == Scenario::Mixed {

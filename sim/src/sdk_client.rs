@@ -1015,22 +1015,38 @@ impl SdkClient {
             Move::Flood => return self.flood_queue(c, w, &sid),
             Move::Pause => return self.pause(w, ctx, &sid),
             Move::Stray => {
-                // A bare line: the core does not track it (its answer is
-                // the model's to judge).
                 let p = crate::moves::stray_params(w, &sid, &ctx.sessions);
-                self.raw_serial += 1;
-                let id = format!("stray-{}", self.raw_serial);
-                let mut line = serde_json::to_vec(
-                    &json!({"jsonrpc": "2.0", "id": id, "method": "task/stop", "params": p}),
-                )
-                .expect("serialise");
-                line.push(b'\n');
-                self.core.send_raw_line_for_tests(line);
-                return;
+                return self.send_stray("task/stop", p);
+            }
+            Move::StrayRead => {
+                let (method, p) = crate::moves::stray_read(w);
+                return self.send_stray(method, p);
+            }
+            Move::StopAllThenPause => {
+                self.active = self.submit(
+                    c,
+                    w,
+                    "task/stopAll",
+                    json!({"sessionId": sid}),
+                    Purpose::Normal,
+                );
+                return self.pause(w, ctx, &sid);
             }
         };
         self.active = self.submit(c, w, method, params, Purpose::Normal);
         self.maybe_burst(c, w, &sid);
+    }
+
+    /// A bare line: the core does not track it (its answer is the
+    /// model's to judge).
+    fn send_stray(&mut self, method: &str, p: Value) {
+        self.raw_serial += 1;
+        let id = format!("stray-{}", self.raw_serial);
+        let mut line =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": p}))
+                .expect("serialise");
+        line.push(b'\n');
+        self.core.send_raw_line_for_tests(line);
     }
 
     fn maybe_burst(&mut self, c: &mut Client, w: &mut World, sid: &str) {

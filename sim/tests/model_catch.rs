@@ -1576,3 +1576,93 @@ fn admission_decision_resume_refused_a_durable_cursor() {
         }
     }
 }
+
+#[test]
+fn read_consistency_a_read_refused_for_a_condition_that_never_held() {
+    // Reads need no lease and the disk did not fail: a `session/read` of
+    // a session that exists is never `sessionInUse`, `sessionNotFound` or
+    // `storageUnavailable`; after an append failure the last is right.
+    let refusals = [
+        (
+            json!({"code": -32021, "message": "in use", "data": {"kind": "sessionInUse"}}),
+            false,
+            false,
+        ),
+        (
+            json!({"code": -32020, "message": "not found", "data": {"kind": "sessionNotFound"}}),
+            false,
+            false,
+        ),
+        (
+            json!({"code": -32603, "message": "storage unavailable", "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+            false,
+            false,
+        ),
+        (
+            json!({"code": -32603, "message": "storage unavailable", "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+            true,
+            true,
+        ),
+    ];
+    for (error, failed, legal) in refusals {
+        let mut h = H::new();
+        h.start();
+        h.recv(6, "session/read", json!({"sessionId": S}));
+        if failed {
+            h.host(What::AppendFailed {
+                inc: 1,
+                session: S.into(),
+            });
+        }
+        h.reject(6, error.clone());
+        if legal {
+            clean(&h);
+        } else {
+            caught(&h, "read-consistency");
+        }
+    }
+}
+
+#[test]
+fn view_cursor_order_an_event_after_the_unsubscribe_answer() {
+    // A link's lines leave in order: once the host answered
+    // `view/unsubscribe`, nothing of the session follows on that link
+    // (what it had queued went before the answer).
+    for unsubscribed in [false, true] {
+        let mut h = H::new();
+        h.start();
+        if unsubscribed {
+            h.recv(5, "view/unsubscribe", json!({"sessionId": S}));
+            h.answer(5, json!({}));
+        }
+        h.turn(6, 6, "after");
+        if unsubscribed {
+            caught(&h, "view-cursor-order");
+        } else {
+            clean(&h);
+        }
+    }
+}
+
+#[test]
+fn read_consistency_a_pending_list_naming_an_approval_the_log_never_requested() {
+    // The holder answers `approval/listPending` from memory, gated on the
+    // sync of what it shows: every approval it lists is in the log.
+    for (approvals, legal) in [
+        (json!([]), true),
+        (
+            json!([{"approvalId": cid(40), "sessionId": S, "viewCursor": cursor(1)}]),
+            false,
+        ),
+    ] {
+        let mut h = H::new();
+        h.start();
+        h.recv(9, "approval/listPending", json!({"sessionId": S}));
+        h.answer(9, json!({"approvals": approvals, "userInputs": []}));
+        if legal {
+            clean(&h);
+        } else {
+            caught(&h, "read-consistency");
+        }
+    }
+}

@@ -84,6 +84,9 @@ struct Req {
     terminal_at_recv: bool,
     /// A storage failure of its session happened since receipt.
     storage_failed: bool,
+    /// For `approval/listPending`: the session's durable approvals when it
+    /// arrived, each with whether it was pending.
+    approvals_at_recv: Option<BTreeMap<String, bool>>,
     /// The host had read the handshake (`initialize`, then the
     /// `initialized` notification) on this link before it; else it may be
     /// refused `notInitialized` (PROTOCOL.md 2).
@@ -977,12 +980,21 @@ impl Model {
             terminal_at_recv: false,
             storage_failed: false,
             ready_at_recv: self.links.get(&link).is_some_and(|l| l.handshake == 2),
+            approvals_at_recv: None,
             rot_memory_loads: sid
                 .as_ref()
                 .filter(|s| self.rot_holder.get(*s) == Some(&(h, inc)))
                 .map(|s| self.loads.get(s).copied().unwrap_or(0)),
         };
         if let Some(s) = &sid {
+            if r.method == "approval/listPending" {
+                r.approvals_at_recv = self.sessions.get(s).map(|x| {
+                    x.approvals
+                        .iter()
+                        .map(|(k, a)| (k.clone(), a.resolved.is_none()))
+                        .collect()
+                });
+            }
             r.holders.insert(self.leases.get(s).copied());
             r.existed = self.sessions.get(s).is_some_and(|x| x.created);
             r.existed_at_recv = r.existed;
@@ -1055,7 +1067,8 @@ impl Model {
 
     fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &str, _now_ms: u64) {
         // A result is read only for a request this link has open whose
-        // answer the model reads: a command's, or a `session/read`'s (see
+        // answer the model reads: a command's, a page's, a pending list's,
+        // or a `session/read`'s (see
         // `answered` and `read_answered`; a read's snapshot items as text,
         // see `Sess::judge_snapshot`); any other is only checked.
         let link_st = self.links.get(&link);
@@ -1072,7 +1085,13 @@ impl Model {
                     .and_then(|s| sessions.get(s))
                     .and_then(Sess::items_texts),
             ),
-            Some(r) if wire::is_command(&r.method) || r.method == "view/page" => wire::Keep::Whole,
+            Some(r)
+                if wire::is_command(&r.method)
+                    || r.method == "view/page"
+                    || r.method == "approval/listPending" =>
+            {
+                wire::Keep::Whole
+            }
             _ => wire::Keep::Nothing,
         };
         // A read's items that are exactly the model's are cut out unread.
@@ -1155,6 +1174,18 @@ impl Model {
     ) {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
+        if let (Ok(_), "view/unsubscribe", Some(s)) = (&outcome, method.as_str(), &req.sid) {
+            // The host dropped the link from the view when it answered
+            // (a link's lines leave in order: what it had queued for the
+            // view went before the answer): nothing of the session may
+            // follow on this link until it subscribes again.
+            if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(s)) {
+                if sub.active {
+                    self.rep.hit("4.2 view/unsubscribe ends the view");
+                }
+                sub.active = false;
+            }
+        }
         if !wire::is_command(&method) {
             self.read_answered(h, inc, &req, &outcome, items);
             return;
@@ -1834,6 +1865,99 @@ impl Model {
         });
     }
 
+    /// An `approval/listPending` answer of a host that held the session
+    /// throughout: it answers from memory, gated on the sync of what it
+    /// shows, so it lists an approval only as the log has it (params
+    /// value-identical), never one resolved before the request arrived,
+    /// and every one pending from arrival to answer, in cursor order.
+    fn list_pending_answered(&mut self, h: usize, inc: u64, sid: &str, req: &Req, r: &Value) {
+        let held = req.holders.len() == 1 && req.holders.contains(&Some((h, inc)));
+        let (Some(sess), Some(at_recv), true) =
+            (self.sessions.get(sid), &req.approvals_at_recv, held)
+        else {
+            return;
+        };
+        self.rep.hit("4.2 approval/listPending judged");
+        let listed: Vec<&Value> = r["approvals"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        let mut last = None;
+        let mut why = None;
+        for p in &listed {
+            let id = p["approvalId"].as_str().unwrap_or_default().to_string();
+            let n = p["viewCursor"]
+                .as_str()
+                .and_then(|c| wire::cursor_of(sid, c));
+            match sess.approvals.get(&id) {
+                None => why = Some(format!("{id}, which the log never requested")),
+                Some(a) if a.params != **p => {
+                    why = Some(format!(
+                        "{id} as {p}, which the log requested as {}",
+                        a.params
+                    ))
+                }
+                Some(_) if at_recv.get(&id) == Some(&false) => {
+                    why = Some(format!("{id}, resolved before the request arrived"))
+                }
+                Some(_) if n <= last => why = Some(format!("{id} out of cursor order")),
+                Some(_) => {}
+            }
+            last = n;
+            seen.insert(id);
+        }
+        if why.is_none() {
+            if let Some(id) = sess
+                .pending_approvals()
+                .iter()
+                .map(|a| a.params["approvalId"].as_str().unwrap_or_default())
+                .find(|id| at_recv.get(*id) == Some(&true) && !seen.contains(*id))
+            {
+                why = Some(format!(
+                    "not {id}, pending from the request's arrival to its answer"
+                ));
+            }
+        }
+        self.rep.check(
+            why.is_none(),
+            "read-consistency",
+            &format!("list-pending {sid} {}", self.rep.at),
+            || {
+                format!(
+                    "host{h} listed the pending approvals of session {sid}: {}",
+                    why.clone().unwrap_or_default()
+                )
+            },
+        );
+    }
+
+    /// A read refused: only for a condition that held while it was
+    /// handled. Reads need no lease (PROTOCOL.md 4.1), so `sessionInUse`
+    /// and `sessionNotLoaded` are never right; the simulated disk fails
+    /// only appends and syncs, so an internal error needs such a failure
+    /// or a rotten log; `sessionNotFound` needs a session that did not
+    /// exist (or a host that forgets, ephemeral); `missingAnchor` is a
+    /// page's (judged by [`Model::page_refused`]).
+    fn read_refused(&mut self, sid: &str, req: &Req, e: &Value) {
+        let ok = match e["code"].as_i64().unwrap_or(0) {
+            -32603 => {
+                req.storage_failed
+                    || (self.rotten.contains_key(sid) && e["data"]["reason"] == "logCorrupt")
+            }
+            -32600 => !req.ready_at_recv && e["data"]["kind"] == "notInitialized",
+            -32020 => !req.existed || !self.durable_run,
+            -32011 => req.method == "view/page",
+            _ => false,
+        };
+        self.rep.check(ok, "read-consistency", &format!("read-refused {sid} {}", self.rep.at), || {
+            format!(
+                "{} of session {sid} refused with {e}, whose condition never held while it was handled (existed {}, storage failed {})",
+                req.method, req.existed, req.storage_failed
+            )
+        });
+    }
+
     /// A `view/page` refused for what it read. Of a session that existed
     /// when the request arrived and whose log is sound (the simulated disk
     /// never fails a read), a page is never `sessionNotFound` nor
@@ -1895,6 +2019,7 @@ impl Model {
         let r = match outcome {
             Ok(r) => r,
             Err(e) => {
+                self.read_refused(&sid, req, e);
                 if req.method == "view/page" {
                     self.page_refused(durable_host, &sid, req, e);
                 }
@@ -1905,6 +2030,22 @@ impl Model {
         // (PROTOCOL.md 4.2: idempotent): it reads nothing, so a damaged
         // log does not bar it.
         if req.method == "view/unsubscribe" {
+            return;
+        }
+        // A durable host answers only for a session that is on its disk:
+        // one nobody ever leased nor wrote is `sessionNotFound`.
+        let unheard = !self.files.contains_key(&sid)
+            && !self.sessions.contains_key(&sid)
+            && !self.loads.contains_key(&sid);
+        if durable_host && unheard {
+            self.rep.fail(
+                "read-consistency",
+                &format!("read-unknown {sid} {}", self.rep.at),
+                format!(
+                    "host{h} answered {} of session {sid}, which no host ever leased or wrote",
+                    req.method
+                ),
+            );
             return;
         }
         if self.rotten.contains_key(&sid) && self.rot_holder.get(&sid) != Some(&(h, inc)) {
@@ -1919,6 +2060,10 @@ impl Model {
             return;
         }
         if !durable_host || self.rotten.contains_key(&sid) {
+            return;
+        }
+        if req.method == "approval/listPending" {
+            self.list_pending_answered(h, inc, &sid, req, r);
             return;
         }
         if req.method == "view/page" {

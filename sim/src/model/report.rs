@@ -142,6 +142,8 @@ pub const RULES: &[&str] = &[
     // 4.2 reads
     "4.2 read excludeItems",
     "4.2 archived history read",
+    "4.2 view/unsubscribe ends the view",
+    "4.2 approval/listPending judged",
 ];
 
 /// Rules only the SDK client's observer reaches (it pages histories with

@@ -145,6 +145,11 @@ struct Conn {
     next_server_request_id: u64,
     /// Highest durable ordinal sent per session.
     delivered: BTreeMap<String, u64>,
+    /// Per session, the first durable ordinal of the latest send batch and
+    /// the `delivered` mark before it: what the mark goes back to if that
+    /// frame is dropped (a subscription that began after the head, say
+    /// with `excludeItems`, was sent nothing below its first frame).
+    batch_first: BTreeMap<String, (u64, u64)>,
 }
 
 /// The durable ordinal of a view frame (`params.viewCursor` is
@@ -411,6 +416,7 @@ impl Host {
                 outq: VecDeque::new(),
                 next_server_request_id: 1,
                 delivered: BTreeMap::new(),
+                batch_first: BTreeMap::new(),
             },
         );
     }
@@ -570,7 +576,10 @@ impl Host {
             // Those durable events were counted as delivered when they
             // were popped: they were not, so the connection's mark goes
             // back to just before the first of them (a reload over the
-            // same connection would skip them otherwise).
+            // same connection would skip them otherwise): to the mark
+            // before its batch when it was the batch's first (the one
+            // before it was not sent either if the link subscribed after
+            // it), else to the ordinal before it (sent in this batch).
             let mut unsent: Vec<(ConnId, u64)> = Vec::new();
             self.out.retain(|o| match o {
                 Output::Send { conn, line } => {
@@ -583,12 +592,15 @@ impl Host {
                 _ => true,
             });
             for (conn, n) in unsent {
-                if let Some(d) = self
-                    .conns
-                    .get_mut(&conn)
-                    .and_then(|c| c.delivered.get_mut(session))
-                {
-                    *d = (*d).min(n - 1);
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    continue;
+                };
+                let back = match c.batch_first.get(session) {
+                    Some(&(first, before)) if first == n => before,
+                    _ => n - 1,
+                };
+                if let Some(d) = c.delivered.get_mut(session) {
+                    *d = (*d).min(back);
                 }
             }
             self.work.sessions.insert(session.to_string());
@@ -940,9 +952,10 @@ impl Host {
         let mut sends = Vec::new();
         let mut gated_answer = false;
         for conn in conn_ids {
-            if !self.conns.contains_key(&conn) {
+            let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
-            }
+            };
+            c.batch_first.clear();
             loop {
                 let (ready, blocked) = match self.conns[&conn].outq.front() {
                     // A hole is looked at again when its read fills it.
@@ -968,8 +981,10 @@ impl Host {
                     .expect("front present");
                 if let Some((sid, n)) = f.event {
                     let c = self.conns.get_mut(&conn).expect("connection present");
-                    let d = c.delivered.entry(sid).or_default();
+                    let d = c.delivered.entry(sid.clone()).or_default();
+                    let before = *d;
                     *d = (*d).max(n);
+                    c.batch_first.entry(sid).or_insert((n, before));
                 }
                 gated_answer |= f.gate.is_some() && f.response_to.is_some();
                 sends.push(Output::Send { conn, line: f.line });

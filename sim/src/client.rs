@@ -596,17 +596,10 @@ impl Client {
             }
             Move::Flood => return self.flood_queue(w, out, &sid),
             Move::Pause => return self.pause(w, ctx, out, &sid),
-            Move::Stray => {
-                let p = crate::moves::stray_params(w, &sid, &ctx.sessions);
-                let (id, line) = self.frame("task/stop", p);
-                // Its answer is the model's to judge, not this client's.
-                self.inflight.insert(id, usize::MAX);
-                out.push(Action::Send(line));
-                return;
-            }
-            Move::StrayRead => {
-                let (method, p) = crate::moves::stray_read(w);
+            Move::Stray | Move::StrayRead => {
+                let (method, p) = crate::moves::stray(&mv, w, &sid, &ctx.sessions);
                 let (id, line) = self.frame(method, p);
+                // Its answer is the model's to judge, not this client's.
                 self.inflight.insert(id, usize::MAX);
                 out.push(Action::Send(line));
                 return;

@@ -53,7 +53,7 @@ pub enum Move {
 /// The `task/stop` params of a [`Move::Stray`]: a session of `others`
 /// (not `own`), or 3 times in 10 (or without others) a session that
 /// never existed; a fresh task id and command id.
-pub fn stray_params(w: &mut World, own: &str, others: &[String]) -> Value {
+fn stray_params(w: &mut World, own: &str, others: &[String]) -> Value {
     let others: Vec<&String> = others.iter().filter(|s| *s != own).collect();
     let sid = if !others.is_empty() && w.chance(Decision::Client, 700) {
         others[w.decide(Decision::Client, others.len() as u64) as usize].clone()
@@ -65,9 +65,19 @@ pub fn stray_params(w: &mut World, own: &str, others: &[String]) -> Value {
     json!({"commandId": cid, "sessionId": sid, "taskId": task})
 }
 
+/// The method and params of a [`Move::Stray`] (a `task/stop` of a task
+/// that never existed) or of a [`Move::StrayRead`] (a read of a session
+/// that never existed); any other move is taken as the latter.
+pub fn stray(mv: &Move, w: &mut World, own: &str, others: &[String]) -> (&'static str, Value) {
+    match mv {
+        Move::Stray => ("task/stop", stray_params(w, own, others)),
+        _ => stray_read(w),
+    }
+}
+
 /// The method and params of a [`Move::StrayRead`]: a fresh session id,
 /// read whole or paged, half the time each.
-pub fn stray_read(w: &mut World) -> (&'static str, Value) {
+fn stray_read(w: &mut World) -> (&'static str, Value) {
     let sid = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
     if w.chance(Decision::Client, 500) {
         ("session/read", json!({"sessionId": sid}))

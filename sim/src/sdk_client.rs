@@ -1014,12 +1014,8 @@ impl SdkClient {
             }
             Move::Flood => return self.flood_queue(c, w, &sid),
             Move::Pause => return self.pause(w, ctx, &sid),
-            Move::Stray => {
-                let p = crate::moves::stray_params(w, &sid, &ctx.sessions);
-                return self.send_stray("task/stop", p);
-            }
-            Move::StrayRead => {
-                let (method, p) = crate::moves::stray_read(w);
+            Move::Stray | Move::StrayRead => {
+                let (method, p) = crate::moves::stray(&mv, w, &sid, &ctx.sessions);
                 return self.send_stray(method, p);
             }
             Move::StopAllThenPause => {

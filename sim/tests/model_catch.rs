@@ -351,6 +351,15 @@ fn caught(h: &H, property: &str) {
     );
 }
 
+/// The legal history passes; the illegal one is caught as `property`.
+fn judged(h: &H, legal: bool, property: &str) {
+    if legal {
+        clean(h);
+    } else {
+        caught(h, property);
+    }
+}
+
 fn rejected(c: &str, method: &str, reason: &str) -> Value {
     json!({"code": -32030, "message": format!("{method} command {c} rejected: {reason}"),
            "data": {"kind": "commandRejected", "commandId": c, "reason": reason}})
@@ -1466,11 +1475,7 @@ fn admission_decision_not_loaded_while_another_host_holds_the_lease() {
                 line: answer.to_string(),
             },
         );
-        if legal {
-            clean(&h);
-        } else {
-            caught(&h, "admission-decision");
-        }
+        judged(&h, legal, "admission-decision");
     }
 }
 
@@ -1498,11 +1503,7 @@ fn admission_decision_storage_error_without_a_storage_failure() {
             json!({"code": -32603, "message": "storage unavailable: disk full",
                    "data": {"kind": "internal", "reason": "storageUnavailable"}}),
         );
-        if failed {
-            clean(&h);
-        } else {
-            caught(&h, "admission-decision");
-        }
+        judged(&h, failed, "admission-decision");
     }
 }
 
@@ -1543,11 +1544,7 @@ fn admission_decision_not_initialized_after_the_handshake() {
             link: 2,
             line: answer.to_string(),
         });
-        if legal {
-            clean(&h);
-        } else {
-            caught(&h, "admission-decision");
-        }
+        judged(&h, legal, "admission-decision");
     }
 }
 
@@ -1569,11 +1566,7 @@ fn admission_decision_resume_refused_a_durable_cursor() {
             json!({"code": -32011, "message": "unknown cursor anchor",
                    "data": {"kind": "notFound", "reason": "missingAnchor", "sessionId": S}}),
         );
-        if legal {
-            clean(&h);
-        } else {
-            caught(&h, "admission-decision");
-        }
+        judged(&h, legal, "admission-decision");
     }
 }
 
@@ -1615,11 +1608,7 @@ fn read_consistency_a_read_refused_for_a_condition_that_never_held() {
             });
         }
         h.reject(6, error.clone());
-        if legal {
-            clean(&h);
-        } else {
-            caught(&h, "read-consistency");
-        }
+        judged(&h, legal, "read-consistency");
     }
 }
 
@@ -1636,11 +1625,7 @@ fn view_cursor_order_an_event_after_the_unsubscribe_answer() {
             h.answer(5, json!({}));
         }
         h.turn(6, 6, "after");
-        if unsubscribed {
-            caught(&h, "view-cursor-order");
-        } else {
-            clean(&h);
-        }
+        judged(&h, !unsubscribed, "view-cursor-order");
     }
 }
 
@@ -1659,10 +1644,6 @@ fn read_consistency_a_pending_list_naming_an_approval_the_log_never_requested() 
         h.start();
         h.recv(9, "approval/listPending", json!({"sessionId": S}));
         h.answer(9, json!({"approvals": approvals, "userInputs": []}));
-        if legal {
-            clean(&h);
-        } else {
-            caught(&h, "read-consistency");
-        }
+        judged(&h, legal, "read-consistency");
     }
 }

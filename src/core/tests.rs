@@ -1642,6 +1642,21 @@ fn event_ordinals(frames: &[Value]) -> Vec<u64> {
         .collect()
 }
 
+/// With syncs held: `delay` ms pass, then the held syncs complete and the
+/// next one fails (the frames the completed ones released may be dropped
+/// with the session in the same drain). The durable ordinals `c` was sent
+/// meanwhile.
+fn release_into_a_failed_sync(h: &mut Harness, c: u64, delay: u64) -> Vec<u64> {
+    h.advance(delay);
+    let mut seen = event_ordinals(&h.take(c));
+    h.hold_syncs = false;
+    h.fail_next_sync = true;
+    h.release_syncs();
+    h.advance(3_000);
+    seen.extend(event_ordinals(&h.take(c)));
+    seen
+}
+
 #[test]
 fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered() {
     // A failed sync is reported while the driver is still carrying out
@@ -1664,13 +1679,7 @@ fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered(
             "a long enough text for several items and deltas to stream",
             json!({}),
         ));
-        h.advance(delay);
-        seen.extend(event_ordinals(&h.take(c)));
-        h.hold_syncs = false;
-        h.fail_next_sync = true;
-        h.release_syncs();
-        h.advance(3_000);
-        seen.extend(event_ordinals(&h.take(c)));
+        seen.extend(release_into_a_failed_sync(&mut h, c, delay));
         let last = seen.iter().copied().max().unwrap_or(0);
         let f = req(
             &mut h,
@@ -1823,13 +1832,7 @@ fn a_dropped_first_frame_of_a_late_subscription_does_not_mark_what_it_skipped() 
             "a long enough text for several items and deltas to stream",
             json!({}),
         );
-        h.advance(delay);
-        let mut seen = event_ordinals(&h.take(c2));
-        h.hold_syncs = false;
-        h.fail_next_sync = true;
-        h.release_syncs();
-        h.advance(3_000);
-        seen.extend(event_ordinals(&h.take(c2)));
+        let mut seen = release_into_a_failed_sync(&mut h, c2, delay);
         // Only a connection that was sent nothing yet is the case: one
         // that was sent later events is not sent them again, so a resume
         // from before them leaves a hole by design (no repeats per link).

@@ -98,6 +98,20 @@ struct Req {
     rot_memory_loads: Option<u64>,
 }
 
+impl Req {
+    /// Host `h`'s incarnation `inc` held the session's lease throughout:
+    /// it answered from its memory, where only what it synced is durable.
+    fn held_throughout_by(&self, h: usize, inc: u64) -> bool {
+        self.holders.len() == 1 && self.holders.contains(&Some((h, inc)))
+    }
+
+    /// A `notInitialized` refusal, right only before the link's handshake
+    /// was read (PROTOCOL.md 2).
+    fn refused_before_handshake(&self, e: &Value) -> bool {
+        !self.ready_at_recv && e["data"]["kind"] == "notInitialized"
+    }
+}
+
 /// A link's view of one session.
 #[derive(Debug, Clone, Default)]
 struct Sub {
@@ -1631,7 +1645,7 @@ impl Model {
             // error (`storageUnavailable`, `logCorrupt` or none) is right
             // only after a storage failure of this session on this host.
             -32603 => req.storage_failed,
-            -32600 => !req.ready_at_recv && e["data"]["kind"] == "notInitialized",
+            -32600 => req.refused_before_handshake(e),
             // A resume from a cursor the host does not know: an ephemeral
             // host forgets its sessions' events when it dies; a durable
             // one knows every event that was durable when the request
@@ -1871,10 +1885,11 @@ impl Model {
     /// value-identical), never one resolved before the request arrived,
     /// and every one pending from arrival to answer, in cursor order.
     fn list_pending_answered(&mut self, h: usize, inc: u64, sid: &str, req: &Req, r: &Value) {
-        let held = req.holders.len() == 1 && req.holders.contains(&Some((h, inc)));
-        let (Some(sess), Some(at_recv), true) =
-            (self.sessions.get(sid), &req.approvals_at_recv, held)
-        else {
+        let (Some(sess), Some(at_recv), true) = (
+            self.sessions.get(sid),
+            &req.approvals_at_recv,
+            req.held_throughout_by(h, inc),
+        ) else {
             return;
         };
         self.rep.hit("4.2 approval/listPending judged");
@@ -1945,7 +1960,7 @@ impl Model {
                 req.storage_failed
                     || (self.rotten.contains_key(sid) && e["data"]["reason"] == "logCorrupt")
             }
-            -32600 => !req.ready_at_recv && e["data"]["kind"] == "notInitialized",
+            -32600 => req.refused_before_handshake(e),
             -32020 => !req.existed || !self.durable_run,
             -32011 => req.method == "view/page",
             _ => false,
@@ -2075,7 +2090,7 @@ impl Model {
             let subject = format!("page {sid} {}", self.rep.at);
             // Held by the answering host throughout: served from its
             // memory, where only what it synced is durable.
-            let held = req.holders.len() == 1 && req.holders.contains(&Some((h, inc)));
+            let held = req.held_throughout_by(h, inc);
             page::judge(&mut self.rep, &subject, sess, ask, req.floor, held, r);
             return;
         }

@@ -35,6 +35,8 @@ struct H {
     seq: u64,
     /// The host incarnation of `recv_on`/`send_on` (0 means 1).
     inc: u64,
+    /// The last sequence of each source stream `(kind, id)`.
+    streams: std::collections::BTreeMap<(String, String), u64>,
 }
 
 fn record(rtype: u8, body: Value) -> Vec<u8> {
@@ -156,6 +158,20 @@ impl H {
         self.n += 1;
         params["sessionId"] = json!(S);
         params["viewCursor"] = json!(cursor(self.n));
+        // The source stream a correct host records it on (PROTOCOL.md 4.5).
+        let turn = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let (kind, id) = match method {
+            "turn/started" | "turn/completed" => ("run", turn(&params["turnId"])),
+            "item/started" | "item/completed" if params["item"]["kind"] != "toolCall" => {
+                ("run", turn(&params["item"]["turnId"]))
+            }
+            _ => ("session", S.to_string()),
+        };
+        let seq = self.streams.entry((kind.into(), id.clone())).or_default();
+        *seq += 1;
+        let record_id = cid(5000 + self.n as u32);
+        params["sourceRange"] = json!({"stream": {"kind": kind, "id": id},
+            "first": {"id": record_id, "sequence": *seq}, "last": {"id": record_id, "sequence": *seq}});
         let rec = record(
             5,
             json!({"record": "event", "n": self.n, "method": method, "params": params,
@@ -1646,4 +1662,182 @@ fn read_consistency_a_pending_list_naming_an_approval_the_log_never_requested() 
         h.answer(9, json!({"approvals": approvals, "userInputs": []}));
         judged(&h, legal, "read-consistency");
     }
+}
+
+// ----- source ranges and launch failures (PROTOCOL.md 3, 4.5) -------------
+
+/// A started session, one accepted update, then a second accepted update
+/// whose `state/updated` params `edit` changes before they are recorded
+/// and sent.
+fn second_update(edit: impl Fn(&mut Value)) -> H {
+    let mut h = H::new();
+    h.start();
+    h.update(2, 2, 0, json!({"a": 1}));
+    let c = cid(3);
+    let params = json!({"sessionId": S, "expectedRevision": 1, "set": {"b": 2}});
+    let mut request = params.clone();
+    request["commandId"] = json!(c);
+    h.recv(3, "state/update", request);
+    let ack = json!({"commandId": c, "status": "accepted", "revision": 2});
+    let received = h.received(&c, "state/update", params, json!({"result": ack}));
+    let (_, mut p) = h.event(
+        "state/updated",
+        json!({"revision": 2, "set": {"b": 2}, "commandId": c}),
+        Some(&c),
+    );
+    edit(&mut p);
+    let e = record(
+        5,
+        json!({"record": "event", "n": h.n, "method": "state/updated", "params": p,
+               "emittedAtMs": h.now(), "cause": c}),
+    );
+    let settled = h.settled(&c);
+    h.append(vec![received, e, settled]);
+    h.sync();
+    h.answer(3, ack);
+    h.notify("state/updated", &p);
+    h
+}
+
+#[test]
+fn view_cursor_order_a_source_stream_whose_sequence_goes_back() {
+    // Control: the session stream's second record has sequence 2.
+    clean(&second_update(|_| {}));
+    // A host that forgot its streams' sequences (after a reload, say)
+    // numbers the second record 1 again.
+    let h = second_update(|p| p["sourceRange"]["first"]["sequence"] = json!(1));
+    caught(&h, "view-cursor-order");
+}
+
+#[test]
+fn view_cursor_order_a_session_record_on_another_stream() {
+    let h = second_update(|p| p["sourceRange"]["stream"] = json!({"kind": "run", "id": S}));
+    caught(&h, "view-cursor-order");
+    let h = second_update(|p| p["sourceRange"] = Value::Null);
+    caught(&h, "view-cursor-order");
+}
+
+#[test]
+fn cursor_uniqueness_two_events_naming_one_source_record() {
+    // The first update's record id is cid(5000 + 1).
+    let h = second_update(|p| {
+        p["sourceRange"]["first"]["id"] = json!(cid(5001));
+        p["sourceRange"]["last"]["id"] = json!(cid(5001));
+    });
+    caught(&h, "cursor-uniqueness");
+}
+
+/// A fresh turn whose input asks its launch to fail: acked `started`, its
+/// `turn/completed` failed with `reason` (the failure's text), its intake
+/// settled rejected `launch_failed` with `message` as the refusal's text.
+fn failed_launch(message: &str) -> H {
+    let mut h = H::new();
+    h.start();
+    let c = cid(2);
+    let text = "!fail-launch go";
+    let input = json!([{"type": "text", "text": text}]);
+    h.recv(
+        2,
+        "turn/start",
+        json!({"commandId": c, "sessionId": S, "input": input}),
+    );
+    let ack = json!({"commandId": c, "status": "accepted", "turnId": c,
+                     "startedNewTurn": true, "disposition": "started"});
+    let received = h.received(
+        &c,
+        "turn/start",
+        json!({"sessionId": S, "input": input, "ifBusy": "queue"}),
+        json!({"result": ack}),
+    );
+    let why = "scripted launch failure (!fail-launch)";
+    let (e, p) = h.event(
+        "turn/completed",
+        json!({"turnId": c, "terminal": "failed", "reason": why,
+               "error": {"kind": "launchError", "message": why, "retryable": true}}),
+        Some(&c),
+    );
+    let mut error = rejected(&c, "turn/start", "launch_failed");
+    error["message"] = json!(message);
+    let settled = h.settled_rejected(&c, &error);
+    h.append(vec![received, e, settled]);
+    h.sync();
+    h.answer(2, ack);
+    h.notify("turn/completed", &p);
+    h
+}
+
+#[test]
+fn intake_settled_a_failed_launch_refused_with_another_text() {
+    judged(
+        &failed_launch("scripted launch failure (!fail-launch)"),
+        true,
+        "intake-settled",
+    );
+    // The refusal's own default text, not the launch failure's.
+    let c = cid(2);
+    let other = rejected(&c, "turn/start", "launch_failed")["message"].clone();
+    judged(
+        &failed_launch(other.as_str().unwrap()),
+        false,
+        "intake-settled",
+    );
+}
+
+// ----- an agent message's stream (PROTOCOL.md 5) ---------------------------
+
+/// Turn cid(2) (`hello, streamed world`) on the link that started the
+/// session: its agent message opened (`item/started`) unless `opened` is
+/// false, then `deltas`, all ephemeral, then its durable completion.
+fn streamed(opened: bool, deltas: &[&str]) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 2, "hello, streamed world");
+    let item_id = cid(3000);
+    let mut frames = Vec::new();
+    if opened {
+        frames.push((
+            "item/started",
+            json!({"item": {"itemId": item_id, "kind": "agentMessage", "turnId": cid(2),
+                            "revision": 1, "status": "inProgress", "text": ""}}),
+        ));
+    }
+    for d in deltas {
+        frames.push((
+            "item/delta",
+            json!({"itemId": item_id, "field": "text", "delta": d}),
+        ));
+    }
+    for (k, (method, mut p)) in frames.into_iter().enumerate() {
+        p["sessionId"] = json!(S);
+        p["viewCursor"] = json!(format!("{}.{}", cursor(h.n), k + 1));
+        h.notify(method, &p);
+    }
+    let recorded = msp_sim::model::session::iso8601(h.now() + 1);
+    let item = json!({"itemId": item_id, "kind": "agentMessage", "turnId": cid(2), "revision": 2,
+                      "status": "completed", "text": "echo: hello, streamed world",
+                      "recordedAt": recorded});
+    let (e, p) = h.event("item/completed", json!({"item": item}), None);
+    h.append(vec![e]);
+    h.sync();
+    h.notify("item/completed", &p);
+    h
+}
+
+#[test]
+fn scripted_agent_deltas_that_do_not_make_the_message() {
+    // Control: 16 + 11 characters.
+    let legal = ["echo: hello, str", "eamed world"];
+    judged(&streamed(true, &legal), true, "scripted-agent");
+    // One delta lost on the way (the durable text is still right).
+    judged(&streamed(true, &legal[..1]), false, "scripted-agent");
+    // A delta of 17 characters.
+    let long = ["echo: hello, stre", "amed world"];
+    judged(&streamed(true, &long), false, "scripted-agent");
+}
+
+#[test]
+fn view_cursor_order_a_message_never_opened_on_a_link_live_since_creation() {
+    // The link has carried the session since its start: the message's
+    // `item/started` and deltas went out after, so it must carry them.
+    judged(&streamed(false, &[]), false, "view-cursor-order");
 }

@@ -123,6 +123,35 @@ struct Sub {
     last: u64,
     /// The last cursor (n, k) sent on this link, ephemeral ones included.
     last_nk: (u64, u64),
+    /// What this subscription carried of agent messages (PROTOCOL.md 5);
+    /// a new subscription starts it again.
+    stream: MsgStream,
+}
+
+impl Sub {
+    /// The view ends (unsubscribed, closed, dropped): what it streamed is
+    /// forgotten with it.
+    fn end(&mut self) {
+        self.active = false;
+        self.stream = MsgStream::default();
+    }
+}
+
+/// One subscription's share of the ephemeral stream: enough to judge an
+/// agent message's deltas against its durable completion.
+#[derive(Debug, Clone, Default)]
+struct MsgStream {
+    /// The lowest durable ordinal `n` of an ephemeral cursor `n.k` this
+    /// subscription carried: it was subscribed when that frame went out,
+    /// so it was for everything emitted after it.
+    live_since: Option<u64>,
+    /// It began with the answer of the start that created the session.
+    from_creation: bool,
+    /// `turn/started` ordinals it carried, by turn.
+    turns: BTreeMap<String, u64>,
+    /// Agent messages it saw open (`item/started`), by item: their deltas
+    /// so far.
+    open: BTreeMap<String, String>,
 }
 
 /// A link between a client and a host incarnation.
@@ -620,7 +649,7 @@ impl Model {
         for l in self.links.values_mut() {
             if l.host == h && l.inc == inc {
                 if let Some(sub) = l.subs.get_mut(sid) {
-                    sub.active = false;
+                    sub.end();
                 }
                 for r in l.reqs.values_mut() {
                     if r.sid.as_deref() == Some(sid) {
@@ -1197,7 +1226,7 @@ impl Model {
                 if sub.active {
                     self.rep.hit("4.2 view/unsubscribe ends the view");
                 }
-                sub.active = false;
+                sub.end();
             }
         }
         if !wire::is_command(&method) {
@@ -1233,6 +1262,17 @@ impl Model {
             };
             if let Some(f) = floor {
                 self.subscribe(link, s, f);
+                // The answer of the start that created the session (its
+                // intake durable only after the request arrived, nothing
+                // of the session durable yet): the link was subscribed
+                // before any of its events.
+                let created_here = method == "session/start"
+                    && self.sessions.get(s).is_some_and(|x| {
+                        x.head == 0 && x.ledger.get(&k).is_some_and(|i| i.at >= req.recv_at)
+                    });
+                if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(s)) {
+                    sub.stream.from_creation = created_here;
+                }
             }
         }
         // An ephemeral host's session is known by the events it sent; a
@@ -1679,6 +1719,9 @@ impl Model {
             return;
         };
         let sub = l.subs.entry(sid.to_string()).or_default();
+        // Whatever the host does with a link it already counts subscribed,
+        // the stream is judged afresh from here.
+        sub.stream = MsgStream::default();
         if sub.active {
             // A resume on a link the model still counts subscribed (the
             // client may have sent `view/unsubscribe`, which the host
@@ -1707,7 +1750,7 @@ impl Model {
         let Some(sid) = sid_of(p) else { return };
         if method == "session/closed" {
             if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(&sid)) {
-                sub.active = false;
+                sub.end();
             }
             return;
         }
@@ -1731,6 +1774,7 @@ impl Model {
             return;
         }
         self.link_order(h, link, &sid, method, n, k);
+        self.link_stream(link, &sid, method, p, n, k);
         if k > 0 {
             return;
         }
@@ -1838,6 +1882,91 @@ impl Model {
             .iter()
             .filter_map(|k| self.links.get(k))
             .any(|l| !l.closed && (l.host, l.inc) == owner && l.reqs.values().any(pending))
+    }
+
+    /// An agent message as one subscription saw it (PROTOCOL.md 5): deltas
+    /// of at most 16 characters that concatenate to its text, opened by an
+    /// `item/started` that a link subscribed since before the turn's
+    /// message began cannot have missed (a link's frames are sent in the
+    /// order they were emitted, to every subscriber).
+    fn link_stream(&mut self, link: u64, sid: &str, method: &str, p: &Value, n: u64, k: u64) {
+        let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(sid)) else {
+            return;
+        };
+        if !sub.active {
+            return;
+        }
+        let st = &mut sub.stream;
+        let item = &p["item"];
+        let item_id = item["itemId"].as_str().unwrap_or_default();
+        let is_msg = item["kind"] == "agentMessage";
+        let subject = || format!("stream {link} {sid} {n}.{k}");
+        if k > 0 {
+            st.live_since = Some(st.live_since.map_or(n, |x| x.min(n)));
+            match method {
+                "item/started" if is_msg => {
+                    let ok = item["status"] == "inProgress"
+                        && item["revision"] == 1
+                        && item["text"] == "";
+                    self.rep.check_lazy(ok, "scripted-agent", subject, || {
+                        format!("link{link}: agent message {item} opens as other than an empty inProgress revision 1")
+                    });
+                    st.open.insert(item_id.to_string(), String::new());
+                }
+                "item/delta" => {
+                    let delta = p["delta"].as_str().unwrap_or_default();
+                    let ok = p["field"] == "text"
+                        && !delta.is_empty()
+                        && delta.chars().count() <= agent::DELTA_CHARS_MAX;
+                    self.rep.check_lazy(ok, "scripted-agent", subject, || {
+                        format!(
+                            "link{link}: item/delta {p} is not 1..={} characters of field text",
+                            agent::DELTA_CHARS_MAX
+                        )
+                    });
+                    if let Some(acc) = p["itemId"].as_str().and_then(|i| st.open.get_mut(i)) {
+                        acc.push_str(delta);
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        match method {
+            "turn/started" => {
+                let turn = p["turnId"].as_str().unwrap_or_default();
+                st.turns.insert(turn.to_string(), n);
+            }
+            "turn/completed" => {
+                st.turns.remove(p["turnId"].as_str().unwrap_or_default());
+            }
+            "item/completed" if is_msg && item["revision"] == 2 => {
+                let turn = item["turnId"].as_str().unwrap_or_default();
+                // Its `item/started` went out after the turn's
+                // `turn/started` (#t) and userMessage (#t + 1): a link
+                // subscribed since before #t + 1 carried it.
+                let live = st.turns.get(turn).is_some_and(|t| {
+                    st.from_creation || st.live_since.is_some_and(|live| live <= *t)
+                });
+                if live {
+                    self.rep.hit("5 agent message opened on a live link");
+                }
+                match st.open.remove(item_id) {
+                    Some(text) => {
+                        self.rep.hit("5 agent message deltas judged");
+                        self.rep.check_lazy(item["text"] == text.as_str(), "scripted-agent", subject, || {
+                            format!("link{link}: agent message {item_id} completes with text {} but its deltas on this link made {text:?}", item["text"])
+                        });
+                    }
+                    None => {
+                        self.rep.check_lazy(!live, "view-cursor-order", subject, || {
+                            format!("link{link}: streamed agent message {item_id} of turn {turn} completes, but the link, subscribed since before the turn began, never carried its item/started")
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The order rules of one link's view of one session (PROTOCOL.md 4.2,

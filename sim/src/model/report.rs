@@ -144,6 +144,9 @@ pub const RULES: &[&str] = &[
     "4.2 archived history read",
     "4.2 view/unsubscribe ends the view",
     "4.2 approval/listPending judged",
+    // 5 the scripted agent's stream
+    "5 agent message deltas judged",
+    "5 agent message opened on a live link",
 ];
 
 /// Rules only the SDK client's observer reaches (it pages histories with

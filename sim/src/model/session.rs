@@ -7,7 +7,7 @@
 //! allow in the state the model holds is a violation, whatever the host's
 //! own log says. The state is the model's; the host's claims are evidence.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
@@ -55,6 +55,9 @@ pub struct Turn {
     pub launched_by: Option<(usize, u64)>,
     /// `emittedAtMs` of each `turn/retryScheduled`, in order.
     pub retries: Vec<u64>,
+    /// A failed launch's text (its `turn/completed.reason`): every
+    /// rejection of its command carries it as `message` (PROTOCOL.md 3).
+    pub failure: Option<String>,
 }
 
 /// An approval.
@@ -213,6 +216,11 @@ pub struct Sess {
     pub blind: bool,
     /// Ephemeral: events sent ahead of a gap, by ordinal.
     pub ahead: BTreeMap<u64, (String, Value, u64)>,
+    /// The last `sourceRange` sequence seen on each source stream
+    /// `(kind, id)` (PROTOCOL.md 4.5: each stream has its own sequence).
+    streams: BTreeMap<(String, String), u64>,
+    /// Every source record id a durable event named.
+    record_ids: BTreeSet<String>,
     /// Unsettled command ids at the last point a view was taken.
     pub created_at_ms: Option<u64>,
 }
@@ -583,6 +591,7 @@ impl Sess {
                 tool: None,
                 launched_by: None,
                 retries: Vec::new(),
+                failure: None,
             },
         );
     }
@@ -1130,7 +1139,10 @@ impl Sess {
                         } else {
                             "launch_failed"
                         };
-                        wire::rejection(e) == Some(want)
+                        // Its message is the launch failure's text, as
+                        // every replay will answer it (PROTOCOL.md 3).
+                        let text = self.turns.get(&i.cid).and_then(|t| t.failure.as_deref());
+                        wire::rejection(e) == Some(want) && text.is_some_and(|x| e["message"] == x)
                     }
                     Ok(_) => false,
                 };
@@ -1280,6 +1292,7 @@ impl Sess {
             },
         );
         self.head = n;
+        self.judge_source_range(rep, n, method, p);
         let recovery_event = self.recovering
             && matches!(
                 method,
@@ -1305,6 +1318,92 @@ impl Sess {
         }
         // Kept after it is applied (no rule above reads `events`).
         self.events.insert(n, (method.to_string(), params));
+    }
+
+    /// A durable event's `sourceRange` (PROTOCOL.md 4.5): a turn's run
+    /// records on `{kind: "run", id: turnId}`, session-level records (a
+    /// `toolCall` item's mirror, `turn/unqueued`, `turn/retryScheduled`,
+    /// `state/updated`) on `{kind: "session", id: sessionId}`, an
+    /// approval's review records on a stream of its own that its
+    /// resolution shares. Sequences rise on each stream (the public
+    /// transcripts skip values: records that are not view events), and no
+    /// source record is named twice.
+    fn judge_source_range(&mut self, rep: &mut Report, n: u64, method: &str, p: &Value) {
+        let id = self.id.clone();
+        let sr = &p["sourceRange"];
+        let kind = sr["stream"]["kind"].as_str().unwrap_or_default();
+        let sid = sr["stream"]["id"].as_str().unwrap_or_default();
+        let review = "approval.review";
+        let want: Option<(&str, String)> = match method {
+            "turn/started" | "turn/completed" => Some(("run", s(&p["turnId"]))),
+            "item/started" | "item/completed" if p["item"]["kind"] == "toolCall" => {
+                Some(("session", id.clone()))
+            }
+            "item/started" | "item/completed" => Some(("run", s(&p["item"]["turnId"]))),
+            "turn/unqueued" | "turn/retryScheduled" | "state/updated" => {
+                Some(("session", id.clone()))
+            }
+            "approval/resolved" => self
+                .approvals
+                .get(&s(&p["approvalId"]))
+                .map(|a| (review, s(&a.params["sourceRange"]["stream"]["id"]))),
+            // A fresh review stream: named by no earlier record.
+            _ => None,
+        };
+        let stream_ok = match &want {
+            Some((k, i)) => kind == *k && sid == i,
+            None => {
+                method != "approval/requested"
+                    || (kind == review
+                        && !sid.is_empty()
+                        && !self
+                            .streams
+                            .contains_key(&(kind.to_string(), sid.to_string())))
+            }
+        };
+        rep.check_lazy(
+            stream_ok,
+            "view-cursor-order",
+            || format!("stream {id} {n}"),
+            || format!("session {id}: durable event #{n} {method} has sourceRange {sr}, not on {want:?}"),
+        );
+        let (Some(first), Some(last)) = (
+            sr["first"]["sequence"].as_u64(),
+            sr["last"]["sequence"].as_u64(),
+        ) else {
+            rep.fail(
+                "view-cursor-order",
+                &format!("range {id} {n}"),
+                format!("session {id}: durable event #{n} {method} has no source sequence: {sr}"),
+            );
+            return;
+        };
+        let prev = self
+            .streams
+            .entry((kind.to_string(), sid.to_string()))
+            .or_default();
+        let rises = first > *prev && last >= first;
+        let before = *prev;
+        *prev = (*prev).max(last);
+        rep.check_lazy(
+            rises,
+            "view-cursor-order",
+            || format!("sequence {id} {n}"),
+            || format!("session {id}: durable event #{n} {method} covers sequences {first}..={last} of stream {kind}/{sid}, which was at {before} (a stream's sequence rises)"),
+        );
+        let mut ids = vec![s(&sr["first"]["id"])];
+        if sr["last"]["id"] != sr["first"]["id"] {
+            ids.push(s(&sr["last"]["id"]));
+        }
+        for r in ids {
+            let fresh = !r.is_empty() && self.record_ids.insert(r.clone());
+            rep.check_lazy(
+                fresh,
+                "cursor-uniqueness",
+                || format!("record {id} {n}"),
+                || format!("session {id}: durable event #{n} {method} names source record {r:?}, which is empty or an earlier event's"),
+            );
+        }
     }
 
     fn turn_started(&mut self, rep: &mut Report, p: &Value, at_ms: u64, origin: Origin) {
@@ -1376,10 +1475,13 @@ impl Sess {
             TurnSt::Queued => {
                 // A failed launch: no turn/started, an error of kind
                 // launchError.
+                // `reason` is the failure's text (PROTOCOL.md 4.3), the
+                // same as the error's message.
                 let ok = terminal == "failed"
                     && p["error"]["kind"] == "launchError"
                     && p["error"]["retryable"] == json!(true)
-                    && p["error"]["message"].is_string();
+                    && p["error"]["message"].is_string()
+                    && p["reason"] == p["error"]["message"];
                 rep.check(ok, "turn-lifecycle", &format!("launchfail {t}"), || {
                     format!("session {id}: turn {t} completed without starting, and not as a failed launch: {p}")
                 });
@@ -1410,7 +1512,9 @@ impl Sess {
                 }
                 rep.hit("4.3 failed launch");
                 self.check_not_terminal(rep, &turn.cid, "its launch failure");
-                self.turns.get_mut(&t).expect("turn").st = TurnSt::LaunchFailed;
+                let x = self.turns.get_mut(&t).expect("turn");
+                x.st = TurnSt::LaunchFailed;
+                x.failure = p["reason"].as_str().map(str::to_string);
                 let cid = turn.cid.clone();
                 self.pay(&cid, &Owed::Launch(t));
             }

@@ -90,13 +90,14 @@ fn stray_read(w: &mut World) -> (&'static str, Value) {
 }
 
 /// A turn's input text: its kind drawn per scenario (plain, sleeping,
-/// failing launch, keyed or unkeyed effect, background task). `n` numbers
-/// it; `idx` is the client's index.
+/// failing launch, keyed or unkeyed effect, background task, failing
+/// model attempts). `n` numbers it; `idx` is the client's index. New
+/// kinds go at the end of each list, so a recorded choice keeps its kind.
 pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> String {
     let kinds: &[u64] = match scenario {
-        Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5],
-        Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5],
-        _ => &[0, 1, 1, 2, 3, 4, 5],
+        Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5, 6],
+        Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5, 6],
+        _ => &[0, 1, 1, 2, 3, 4, 5, 6],
     };
     match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
         0 => format!("hello {n} from client {idx}"),
@@ -104,7 +105,10 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> Strin
         2 => format!("!fail-launch {n}"),
         3 => format!("!effect keyed act-{idx}-{n}"),
         4 => format!("!effect unkeyed act-{idx}-{n}"),
-        _ => format!("!task {}", w.range(Decision::Client, 300, 4000)),
+        5 => format!("!task {}", w.range(Decision::Client, 300, 4000)),
+        // 1 or 2 failed attempts, then the message; 3 ends the turn
+        // `failed` with a `modelError` (PROTOCOL.md 5).
+        _ => format!("!retry {} try {n}", w.range(Decision::Client, 1, 3)),
     }
 }
 

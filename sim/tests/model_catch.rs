@@ -1841,3 +1841,69 @@ fn view_cursor_order_a_message_never_opened_on_a_link_live_since_creation() {
     // `item/started` and deltas went out after, so it must carry them.
     judged(&streamed(false, &[]), false, "view-cursor-order");
 }
+
+/// Turn cid(2) (`input`), running, ends with `turn/completed` of `params`
+/// (its `turnId` added), after its agent message if `message`.
+fn ended(input: &str, message: bool, mut params: Value) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 2, input);
+    if message {
+        let recorded = msp_sim::model::session::iso8601(h.now() + 1);
+        let item = json!({"itemId": cid(3000), "kind": "agentMessage", "turnId": cid(2),
+            "revision": 1, "status": "completed", "text": format!("echo: {input}"),
+            "recordedAt": recorded});
+        let (e, p) = h.event("item/completed", json!({"item": item}), None);
+        h.append(vec![e]);
+        h.sync();
+        h.notify("item/completed", &p);
+    }
+    params["turnId"] = json!(cid(2));
+    let (e, p) = h.event("turn/completed", params, None);
+    h.append(vec![e]);
+    h.sync();
+    h.notify("turn/completed", &p);
+    h
+}
+
+#[test]
+fn scripted_agent_a_turn_failed_without_its_model_error() {
+    // `!retry 3` exhausts its attempts only after two scheduled retries, so
+    // a plain turn that fails is neither: no error, no crash.
+    let h = ended(
+        "hello",
+        false,
+        json!({"terminal": "failed", "durationMs": 5}),
+    );
+    caught(&h, "scripted-agent");
+    // The same turn cancelled is a host's decision (an interrupt, say):
+    // nothing here says it was wrong.
+    let h = ended(
+        "hello",
+        false,
+        json!({"terminal": "cancelled", "durationMs": 5}),
+    );
+    let v = h.check();
+    assert!(
+        !v.iter().any(|x| x.property == "scripted-agent"),
+        "a cancel is no agent failure: {v:#?}"
+    );
+}
+
+#[test]
+fn scripted_agent_a_retrying_turn_completed_without_its_retries() {
+    // `!retry 2`: two failed attempts, each scheduled for a retry, come
+    // before the message; this turn completes with neither.
+    // Control: a plain turn completes after its message.
+    let done = |input: &str| {
+        let h = ended(input, true, json!({"terminal": "completed"}));
+        h.check()
+    };
+    assert!(done("hello").is_empty(), "{:#?}", done("hello"));
+    let v = done("!retry 2 go");
+    assert!(
+        v.iter()
+            .any(|x| x.property == "scripted-agent" && x.detail.contains("retries")),
+        "{v:#?}"
+    );
+}

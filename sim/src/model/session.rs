@@ -1551,9 +1551,12 @@ impl Sess {
                 let model_failed = turn.script.retry_failures >= agent::RETRY_ATTEMPTS_MAX;
                 if p["error"]["kind"] == "modelError" {
                     let ok = terminal == "failed"
+                        && p["reason"].is_string()
+                        && p["error"]["message"].is_string()
                         && model_failed
                         && turn.retries.len() as u64 == agent::RETRY_ATTEMPTS_MAX - 1
                         && !turn.message_done;
+                    rep.hit("5 model error ended a turn");
                     rep.check(ok, "scripted-agent", &format!("modelerror {t}"), || {
                         format!(
                             "session {id}: turn {t} (`{}`) ended {p} after {} retries",
@@ -1565,6 +1568,27 @@ impl Sess {
                     rep.check(!model_failed, "scripted-agent", &format!("retry-bound {t}"), || {
                         format!("session {id}: turn {t} (`{}`) completed though its model attempts all fail", turn.text)
                     });
+                    // Each failed attempt was scheduled for a retry first.
+                    let retried = turn.retries.len() as u64;
+                    rep.check(
+                        model_failed || retried == turn.script.retry_failures,
+                        "scripted-agent",
+                        &format!("retries {t}"),
+                        || {
+                            format!(
+                                "session {id}: turn {t} (`{}`) completed after {retried} retries",
+                                turn.text
+                            )
+                        },
+                    );
+                } else if terminal == "failed" && p["reason"] != "crash" {
+                    // A running turn fails only by its model attempts
+                    // (PROTOCOL.md 5, `!retry N`) or by a crash (4.4): the
+                    // first carries its `modelError` and why.
+                    rep.fail("scripted-agent", &format!("failed {t}"), format!(
+                        "session {id}: turn {t} (`{}`) ended {p}: neither a crash nor its model's error",
+                        turn.text
+                    ));
                 }
                 if terminal == "completed" {
                     rep.hit("4.3 turn/completed completed");
@@ -1651,6 +1675,7 @@ impl Sess {
                 format!("session {id}: turn {t} retried {} ms after its previous failure, before the {} ms backoff", at_ms.saturating_sub(*prev), agent::RETRY_DELAY_MS)
             });
         }
+        rep.hit("5 turn/retryScheduled");
         if let Some(x) = self.turns.get_mut(&t) {
             x.retries.push(at_ms);
         }

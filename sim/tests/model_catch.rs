@@ -165,6 +165,11 @@ impl H {
             "item/started" | "item/completed" if params["item"]["kind"] != "toolCall" => {
                 ("run", turn(&params["item"]["turnId"]))
             }
+            // An approval's records share a review stream of their own.
+            m if m.starts_with("approval/") => (
+                "approval.review",
+                format!("review-{}", turn(&params["approvalId"])),
+            ),
             _ => ("session", S.to_string()),
         };
         let seq = self.streams.entry((kind.into(), id.clone())).or_default();
@@ -1905,5 +1910,83 @@ fn scripted_agent_a_retrying_turn_completed_without_its_retries() {
         v.iter()
             .any(|x| x.property == "scripted-agent" && x.detail.contains("retries")),
         "{v:#?}"
+    );
+}
+
+/// Turn cid(2) asks an approval for its effect; the host aborts it with
+/// the turn (an interrupt, say), completing the tool call `notStarted`
+/// unless `complete_tool` is false, then ends the turn `cancelled`.
+fn aborted_effect(complete_tool: bool) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 2, "!effect keyed act-1");
+    let (t, item_id, a) = (cid(2), cid(3000), cid(3001));
+    let recorded = msp_sim::model::session::iso8601(h.now());
+    let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
+        "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
+        "approvalId": a});
+    let mut recs = Vec::new();
+    let (e, _) = h.event("item/started", json!({"item": tool}), None);
+    recs.push(e);
+    let (e, _) = h.event(
+        "approval/requested",
+        json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
+            "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
+            "subject": {"kind": "tool", "toolName": "keyed"},
+            "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
+            "availableChoices": [
+                {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
+                {"choiceId": "deny", "label": "Deny", "decision": "denied", "scope": "once"}],
+            "protectedWrite": false, "judgeEscalated": false}),
+        None,
+    );
+    recs.push(e);
+    let (e, _) = h.event(
+        "approval/resolved",
+        json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "abort",
+            "policyResult": "deny", "resolvedBy": "policy", "stageEvidence": []}),
+        None,
+    );
+    recs.push(e);
+    if complete_tool {
+        let mut done = tool.clone();
+        done["revision"] = json!(2);
+        done["status"] = json!("cancelled");
+        done["effectOutcome"] = json!("notStarted");
+        let (e, _) = h.event("item/completed", json!({"item": done}), None);
+        recs.push(e);
+    }
+    let (e, _) = h.event(
+        "turn/completed",
+        json!({"turnId": t, "terminal": "cancelled", "durationMs": 3}),
+        None,
+    );
+    recs.push(e);
+    h.append(recs);
+    h.sync();
+    h
+}
+
+#[test]
+fn turn_lifecycle_a_refused_tool_call_left_open_when_its_turn_ends() {
+    let open = |h: &H| {
+        h.check()
+            .into_iter()
+            .filter(|v| v.property == "turn-lifecycle" && v.detail.contains("in progress"))
+            .count()
+    };
+    // Control: the aborted approval's tool call completes `notStarted`
+    // before the turn ends.
+    assert_eq!(
+        open(&aborted_effect(true)),
+        0,
+        "{:#?}",
+        aborted_effect(true).check()
+    );
+    assert_eq!(
+        open(&aborted_effect(false)),
+        1,
+        "{:#?}",
+        aborted_effect(false).check()
     );
 }

@@ -1609,6 +1609,35 @@ impl Sess {
                         ),
                     );
                 }
+                // A tool call whose approval was refused (denied, or
+                // aborted with its turn) runs no effect: it completes
+                // (`effectOutcome: notStarted`, PROTOCOL.md 5) before its
+                // turn ends. Only an approved effect may still be in
+                // flight; a crash may have torn the completion off.
+                if p["reason"] != "crash" {
+                    let open = self.approvals.values().find(|a| {
+                        a.turn == t
+                            && a.resolved.as_ref().is_some_and(|r| {
+                                !r["decision"]
+                                    .as_str()
+                                    .unwrap_or_default()
+                                    .starts_with("approved")
+                            })
+                            && self
+                                .item(&a.item)
+                                .is_some_and(|i| i["status"] == "inProgress")
+                    });
+                    if let Some(a) = open {
+                        rep.fail(
+                            "turn-lifecycle",
+                            &format!("tool-open {t}"),
+                            format!(
+                                "session {id}: turn {t} ended with tool call {} in progress, though its approval was {}",
+                                a.item, a.resolved.as_ref().map_or(Value::Null, |r| r["decision"].clone())
+                            ),
+                        );
+                    }
+                }
                 if p.get("error").is_none()
                     && p["reason"] != "crash"
                     && p.get("durationMs").is_some()

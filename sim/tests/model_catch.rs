@@ -265,6 +265,44 @@ impl H {
         self.notify("item/completed", &p2);
     }
 
+    /// A fresh `turn/start` of `text` by `c`, request `id`, whose launch
+    /// fails at once: acked `started`, its `turn/completed` failed with the
+    /// failure's text, its intake settled rejected `launch_failed` with
+    /// `message`; logged and synced, nothing sent yet. Returns the request
+    /// params, the ack, the event's params and the rejection.
+    fn failed_launch(
+        &mut self,
+        id: u64,
+        c: &str,
+        text: &str,
+        message: &str,
+    ) -> (Value, Value, Value, Value) {
+        let input = json!([{"type": "text", "text": text}]);
+        let p = json!({"commandId": c, "sessionId": S, "input": input});
+        self.recv(id, "turn/start", p.clone());
+        let ack = json!({"commandId": c, "status": "accepted", "turnId": c,
+                         "startedNewTurn": true, "disposition": "started"});
+        let received = self.received(
+            c,
+            "turn/start",
+            json!({"sessionId": S, "input": input, "ifBusy": "queue"}),
+            json!({"result": ack}),
+        );
+        let why = "scripted launch failure (!fail-launch)";
+        let (e, event) = self.event(
+            "turn/completed",
+            json!({"turnId": c, "terminal": "failed", "reason": why,
+                   "error": {"kind": "launchError", "message": why, "retryable": true}}),
+            Some(c),
+        );
+        let mut error = rejected(c, "turn/start", "launch_failed");
+        error["message"] = json!(message);
+        let settled = self.settled_rejected(c, &error);
+        self.append(vec![received, e, settled]);
+        self.sync();
+        (p, ack, event, error)
+    }
+
     /// An accepted `state/update` by cid(n), request `id`, to `revision`.
     fn update(&mut self, id: u64, n: u32, expected: u64, set: Value) -> (Value, Value) {
         let c = cid(n);
@@ -1327,30 +1365,8 @@ fn value_identical_replays_a_duplicated_line_is_answered_in_arrival_order() {
     let history = |original_first: bool| {
         let mut h = H::new();
         h.start();
-        let c = cid(20);
-        let text = "!fail-launch 1";
-        let input = json!([{"type": "text", "text": text}]);
-        let p = json!({"commandId": c, "sessionId": S, "input": input});
-        h.recv(2, "turn/start", p.clone());
-        let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
-        let received = h.received(
-            &c,
-            "turn/start",
-            json!({"sessionId": S, "input": input, "ifBusy": "queue"}),
-            json!({"result": ack}),
-        );
         let why = "scripted launch failure (!fail-launch)";
-        let (e1, p1) = h.event(
-            "turn/completed",
-            json!({"turnId": c, "terminal": "failed", "reason": why,
-                   "error": {"kind": "launchError", "message": why, "retryable": true}}),
-            Some(&c),
-        );
-        let mut error = rejected(&c, "turn/start", "launch_failed");
-        error["message"] = json!(why);
-        let settled = h.settled_rejected(&c, &error);
-        h.append(vec![received, e1, settled]);
-        h.sync();
+        let (p, ack, p1, error) = h.failed_launch(2, &cid(20), "!fail-launch 1", why);
         // The copy, after the sync, before the answers went out.
         h.recv(2, "turn/start", p);
         if original_first {
@@ -1738,34 +1754,7 @@ fn cursor_uniqueness_two_events_naming_one_source_record() {
 fn failed_launch(message: &str) -> H {
     let mut h = H::new();
     h.start();
-    let c = cid(2);
-    let text = "!fail-launch go";
-    let input = json!([{"type": "text", "text": text}]);
-    h.recv(
-        2,
-        "turn/start",
-        json!({"commandId": c, "sessionId": S, "input": input}),
-    );
-    let ack = json!({"commandId": c, "status": "accepted", "turnId": c,
-                     "startedNewTurn": true, "disposition": "started"});
-    let received = h.received(
-        &c,
-        "turn/start",
-        json!({"sessionId": S, "input": input, "ifBusy": "queue"}),
-        json!({"result": ack}),
-    );
-    let why = "scripted launch failure (!fail-launch)";
-    let (e, p) = h.event(
-        "turn/completed",
-        json!({"turnId": c, "terminal": "failed", "reason": why,
-               "error": {"kind": "launchError", "message": why, "retryable": true}}),
-        Some(&c),
-    );
-    let mut error = rejected(&c, "turn/start", "launch_failed");
-    error["message"] = json!(message);
-    let settled = h.settled_rejected(&c, &error);
-    h.append(vec![received, e, settled]);
-    h.sync();
+    let (_, ack, p, _) = h.failed_launch(2, &cid(2), "!fail-launch go", message);
     h.answer(2, ack);
     h.notify("turn/completed", &p);
     h

@@ -20,13 +20,14 @@
 //! | `effect P` | a host asks provider P to perform an effect |
 //! | `load-unsynced` | a host takes the lease of (loads) a session whose log holds bytes no fsync covered (a killed process left them in the page cache) |
 //! | `intake-lost M` | a crash kept a session's log (its `created` record survives) but not the intake (`received`) record of a command of method M |
+//! | `abandoned M` | a host appends a `settled` record with outcome `abandoned` for a command of method M (recovery found its intake unsettled) |
 //! | `storage-fail-streaming` | an append or fsync of a session fails within [`STREAMING_WINDOW_MS`] of a host sending a notification of that session (view frames of it may be on their way out) |
 //!
 //! Fault model: none; a signature only reads a trace.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use msp::core::record::{decode_log, Record};
+use msp::core::record::{decode_log, Outcome, Record};
 use serde_json::Value;
 
 use crate::trace::{Entry, Trace, What};
@@ -57,6 +58,8 @@ pub enum Step {
     /// A crash kept a session's log but not the intake record of a
     /// command of this method.
     IntakeLost(String),
+    /// A host settles a command of this method `abandoned`.
+    Abandoned(String),
 }
 
 /// How close (ms) a storage failure must follow a notification of its
@@ -102,6 +105,7 @@ impl Step {
             Some("append") => Ok(Step::Append(arg(1)?)),
             Some("effect") => Ok(Step::Effect(arg(1)?)),
             Some("intake-lost") => Ok(Step::IntakeLost(arg(1)?)),
+            Some("abandoned") => Ok(Step::Abandoned(arg(1)?)),
             Some("answer") => {
                 let how = arg(2)?;
                 Ok(Step::Answer(
@@ -138,6 +142,7 @@ impl std::fmt::Display for Step {
             Step::Word(w) => write!(f, "{w}"),
             Step::Effect(p) => write!(f, "effect {p}"),
             Step::IntakeLost(m) => write!(f, "intake-lost {m}"),
+            Step::Abandoned(m) => write!(f, "abandoned {m}"),
         }
     }
 }
@@ -155,6 +160,8 @@ struct Reader {
     notified_at_ms: BTreeMap<String, u64>,
     /// Links on which the network duplicated a line not received yet.
     duplicated: BTreeSet<u64>,
+    /// Command id (lower case) -> the method of its intake record.
+    intake_methods: BTreeMap<String, String>,
 }
 
 /// A session log as the trace tells it: its length, how much of it an
@@ -175,6 +182,7 @@ impl Reader {
             logs: BTreeMap::new(),
             notified_at_ms: BTreeMap::new(),
             duplicated: BTreeSet::new(),
+            intake_methods: BTreeMap::new(),
         }
     }
 
@@ -185,17 +193,32 @@ impl Reader {
                 let log = self.logs.entry(session.clone()).or_default();
                 let start = log.len_bytes;
                 log.len_bytes += bytes.len() as u64;
+                let mut out = Vec::new();
                 if let Ok(d) = decode_log(bytes) {
                     for (r, end) in &d.records {
                         let method = match r {
-                            Record::Received { method, .. } => Some(method.clone()),
+                            Record::Received {
+                                command_id, method, ..
+                            } => {
+                                self.intake_methods
+                                    .insert(command_id.to_ascii_lowercase(), method.clone());
+                                Some(method.clone())
+                            }
+                            Record::Settled {
+                                command_id,
+                                outcome: Outcome::Abandoned,
+                            } => {
+                                let m = self.intake_methods.get(&command_id.to_ascii_lowercase());
+                                out.push(Step::Abandoned(m.cloned().unwrap_or_default()));
+                                None
+                            }
                             _ => None,
                         };
                         let created = matches!(r, Record::Created { .. });
                         log.records.push((start + end, method, created));
                     }
                 }
-                Vec::new()
+                out
             }
             What::Synced {
                 session,
@@ -524,6 +547,7 @@ mod tests {
             "restart",
             "effect keyed",
             "intake-lost session/start",
+            "abandoned turn/unqueue",
             "load-unsynced",
             "storage-fail-streaming",
         ] {
@@ -606,5 +630,38 @@ mod tests {
                 Step::Replay("turn/start".into())
             ]
         );
+    }
+
+    #[test]
+    fn an_abandoned_settlement_names_its_intakes_method() {
+        let frame = |r: Record| r.encode();
+        let received = Record::Received {
+            command_id: "C1".into(),
+            method: "turn/unqueue".into(),
+            params: serde_json::json!({"sessionId": "s", "turnId": "t"}),
+            signature: "sig".into(),
+            answer: msp::core::record::StoredAnswer::new_result(&serde_json::json!({})),
+            at_ms: 0,
+        };
+        let settled = |outcome| Record::Settled {
+            command_id: "c1".into(),
+            outcome,
+        };
+        let mut t = Trace::new();
+        let append = |bytes: Vec<u8>| What::Append {
+            inc: 1,
+            session: "s".into(),
+            bytes,
+        };
+        t.push(0, Actor::Host(0), append(frame(received)));
+        t.push(1, Actor::Host(0), append(frame(settled(Outcome::Applied))));
+        let sig = vec![Step::parse("abandoned turn/unqueue").unwrap()];
+        assert_eq!(reach(&t, &sig), Err((0, None)));
+        t.push(
+            2,
+            Actor::Host(0),
+            append(frame(settled(Outcome::Abandoned))),
+        );
+        assert_eq!(reach(&t, &sig), Ok(vec![2]));
     }
 }

@@ -1979,3 +1979,80 @@ fn turn_lifecycle_a_refused_tool_call_left_open_when_its_turn_ends() {
         aborted_effect(false).check()
     );
 }
+
+/// Turn cid(2) streams "echo: hello" on link 1 (opened, one delta "echo: he"),
+/// then ends `terminal`. The message completes `status` with the text
+/// streamed so far before the turn ends, unless `status` is `None` (the
+/// host forgets it).
+fn cut_short(status: Option<&str>, terminal: &str) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 2, "hello");
+    let item_id = cid(3000);
+    let frames = [
+        (
+            "item/started",
+            json!({"item": {"itemId": item_id, "kind": "agentMessage", "turnId": cid(2),
+                            "revision": 1, "status": "inProgress", "text": ""}}),
+        ),
+        (
+            "item/delta",
+            json!({"itemId": item_id, "field": "text", "delta": "echo: he"}),
+        ),
+    ];
+    for (k, (method, mut p)) in frames.into_iter().enumerate() {
+        p["sessionId"] = json!(S);
+        p["viewCursor"] = json!(format!("{}.{}", cursor(h.n), k + 1));
+        h.notify(method, &p);
+    }
+    let mut recs = Vec::new();
+    let mut sent = Vec::new();
+    if let Some(status) = status {
+        let recorded = msp_sim::model::session::iso8601(h.now() + 1);
+        let item = json!({"itemId": item_id, "kind": "agentMessage", "turnId": cid(2),
+            "revision": 2, "status": status, "text": "echo: he", "recordedAt": recorded});
+        let (e, p) = h.event("item/completed", json!({"item": item}), None);
+        recs.push(e);
+        sent.push(("item/completed", p));
+    }
+    let (e, p) = h.event(
+        "turn/completed",
+        json!({"turnId": cid(2), "terminal": terminal}),
+        None,
+    );
+    recs.push(e);
+    sent.push(("turn/completed", p));
+    h.append(recs);
+    h.sync();
+    for (m, p) in sent {
+        h.notify(m, &p);
+    }
+    h
+}
+
+#[test]
+fn turn_lifecycle_a_message_cut_short_says_how_its_turn_ended() {
+    let cut = |status: Option<&str>, terminal: &str| {
+        h_violations(&cut_short(status, terminal), "turn-lifecycle")
+    };
+    // Control: an interrupted turn's open message completes `cancelled`
+    // (as the open tool call of golden transcript
+    // userinput-interrupt-round-trip does) before the turn ends.
+    clean(&cut_short(Some("cancelled"), "cancelled"));
+    // Doctored: the message says `failed` of a cancelled turn, or
+    // `cancelled` of a turn that completed.
+    assert_eq!(cut(Some("failed"), "cancelled").len(), 1);
+    assert_eq!(cut(Some("cancelled"), "completed").len(), 1);
+    // Doctored: the message this link saw open never completes.
+    let v = cut(None, "cancelled");
+    assert!(v.len() == 1 && v[0].contains("never completed"), "{v:#?}");
+}
+
+/// The details of `h`'s violations of `property`.
+fn h_violations(h: &H, property: &str) -> Vec<String> {
+    h.check()
+        .into_iter()
+        .filter(|v| v.property == property)
+        .map(|v| v.detail)
+        .collect()
+}

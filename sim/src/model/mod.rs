@@ -149,9 +149,9 @@ struct MsgStream {
     from_creation: bool,
     /// `turn/started` ordinals it carried, by turn.
     turns: BTreeMap<String, u64>,
-    /// Agent messages it saw open (`item/started`), by item: their deltas
-    /// so far.
-    open: BTreeMap<String, String>,
+    /// Agent messages it saw open (`item/started`), by item: their turn
+    /// and their deltas so far.
+    open: BTreeMap<String, (String, String)>,
 }
 
 /// A link between a client and a host incarnation.
@@ -1911,7 +1911,9 @@ impl Model {
                     self.rep.check_lazy(ok, "scripted-agent", subject, || {
                         format!("link{link}: agent message {item} opens as other than an empty inProgress revision 1")
                     });
-                    st.open.insert(item_id.to_string(), String::new());
+                    let turn = item["turnId"].as_str().unwrap_or_default();
+                    st.open
+                        .insert(item_id.to_string(), (turn.to_string(), String::new()));
                 }
                 "item/delta" => {
                     let delta = p["delta"].as_str().unwrap_or_default();
@@ -1924,7 +1926,7 @@ impl Model {
                             agent::DELTA_CHARS_MAX
                         )
                     });
-                    if let Some(acc) = p["itemId"].as_str().and_then(|i| st.open.get_mut(i)) {
+                    if let Some((_, acc)) = p["itemId"].as_str().and_then(|i| st.open.get_mut(i)) {
                         acc.push_str(delta);
                     }
                 }
@@ -1938,7 +1940,18 @@ impl Model {
                 st.turns.insert(turn.to_string(), n);
             }
             "turn/completed" => {
-                st.turns.remove(p["turnId"].as_str().unwrap_or_default());
+                let turn = p["turnId"].as_str().unwrap_or_default();
+                st.turns.remove(turn);
+                // A message this link saw open completes (durably, so on
+                // this link) before its turn ends, however the turn ends.
+                let open = st.open.iter().find(|(_, (t, _))| t == turn);
+                if let Some((item_id, _)) = open {
+                    self.rep.fail(
+                        "turn-lifecycle",
+                        &subject(),
+                        format!("link{link}: turn {turn} of session {sid} ended {} while its agent message {item_id}, open on this link, never completed", p["terminal"]),
+                    );
+                }
             }
             "item/completed" if is_msg && item["revision"] == 2 => {
                 let turn = item["turnId"].as_str().unwrap_or_default();
@@ -1951,7 +1964,7 @@ impl Model {
                 if live {
                     self.rep.hit("5 agent message opened on a live link");
                 }
-                match st.open.remove(item_id) {
+                match st.open.remove(item_id).map(|(_, text)| text) {
                     Some(text) => {
                         self.rep.hit("5 agent message deltas judged");
                         self.rep.check_lazy(item["text"] == text.as_str(), "scripted-agent", subject, || {

@@ -147,6 +147,7 @@ pub const RULES: &[&str] = &[
     // 5 the scripted agent's stream
     "5 agent message deltas judged",
     "5 agent message opened on a live link",
+    "5 agent message cut by its turn's end",
     "5 turn/retryScheduled",
     "5 model error ended a turn",
 ];

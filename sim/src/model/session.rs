@@ -49,6 +49,9 @@ pub struct Turn {
     pub user_message: bool,
     /// Its agent message completed.
     pub message_done: bool,
+    /// The status its agent message completed with when not `completed`
+    /// (cut short by the turn's end).
+    pub message_cut: Option<String>,
     /// Its toolCall item (effect or background task).
     pub tool: Option<String>,
     /// The writer (host, incarnation) that launched it.
@@ -588,6 +591,7 @@ impl Sess {
                 steers: Vec::new(),
                 user_message: false,
                 message_done: false,
+                message_cut: None,
                 tool: None,
                 launched_by: None,
                 retries: Vec::new(),
@@ -1590,6 +1594,17 @@ impl Sess {
                         turn.text
                     ));
                 }
+                // A message cut short by its turn's end says how the turn
+                // ended: an interrupted (or replaced) turn's open items
+                // complete `cancelled` before its `turn/completed`
+                // (golden transcript userinput-interrupt-round-trip), a
+                // failed turn's `failed`.
+                if let Some(cut) = &turn.message_cut {
+                    rep.hit("5 agent message cut by its turn's end");
+                    rep.check(*cut == terminal, "turn-lifecycle", &format!("am-cut {t}"), || {
+                        format!("session {id}: turn {t} ended {terminal} after its agent message completed {cut}")
+                    });
+                }
                 if terminal == "completed" {
                     rep.hit("4.3 turn/completed completed");
                     rep.check(
@@ -1898,6 +1913,7 @@ impl Sess {
                 }
                 if let Some(x) = self.turns.get_mut(&t) {
                     x.message_done = true;
+                    x.message_cut = (item["status"] != "completed").then(|| s(&item["status"]));
                 }
             }
             ("item/started", "toolCall") => {

@@ -112,7 +112,7 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> Strin
         1 => format!(
             "!sleep {} work {n}{}",
             w.range(Decision::Client, 200, 3000),
-            if n % 2 == 0 { LONG_TAIL } else { "" }
+            if n.is_multiple_of(2) { LONG_TAIL } else { "" }
         ),
         2 => format!("!fail-launch {n}"),
         3 => format!("!effect keyed act-{idx}-{n}"),

@@ -105,10 +105,10 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> Strin
     };
     match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
         0 => format!("hello {n} from client {idx}"),
-        // Every other one streams a long message (about 14 deltas, 140
-        // ms of host clock), so that interrupts and crashes land inside
-        // a stream (the tail is drawn from nothing: recorded choices keep
-        // their meaning).
+        // Every other one (and every other `!task`) streams a long
+        // message (about 14 deltas, 140 ms of host clock), so that
+        // interrupts and crashes land inside a stream (the tail is drawn
+        // from nothing: recorded choices keep their meaning).
         1 => format!(
             "!sleep {} work {n}{}",
             w.range(Decision::Client, 200, 3000),
@@ -117,7 +117,11 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> Strin
         2 => format!("!fail-launch {n}"),
         3 => format!("!effect keyed act-{idx}-{n}"),
         4 => format!("!effect unkeyed act-{idx}-{n}"),
-        5 => format!("!task {}", w.range(Decision::Client, 300, 4000)),
+        5 => format!(
+            "!task {}{}",
+            w.range(Decision::Client, 300, 4000),
+            if n.is_multiple_of(2) { LONG_TAIL } else { "" }
+        ),
         // 1 or 2 failed attempts, then the message; 3 ends the turn
         // `failed` with a `modelError` (PROTOCOL.md 5).
         _ => format!("!retry {} try {n}", w.range(Decision::Client, 1, 3)),

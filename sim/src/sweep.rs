@@ -881,6 +881,12 @@ impl Summary {
                 self.rules.get(*r).copied().unwrap_or(0)
             ));
         }
+        for r in crate::model::report::OBSERVED_RULES {
+            s.push_str(&format!(
+                "  {:>8}  {r} (counted, not owed)\n",
+                self.rules.get(*r).copied().unwrap_or(0)
+            ));
+        }
         for n in self.shortfall() {
             s.push_str(&format!("COVERAGE SHORTFALL: {n}\n"));
         }

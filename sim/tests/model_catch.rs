@@ -2056,3 +2056,67 @@ fn h_violations(h: &H, property: &str) -> Vec<String> {
         .map(|v| v.detail)
         .collect()
 }
+
+/// Turn cid(2) (`!task 5000`) starts background task cid(3000) and
+/// completes; the task then ends `cancelled`, after a `task/stop` naming
+/// it (request 3, cid(4)) reached the host if `stopped`.
+fn task_cancelled(stopped: bool) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 2, "!task 5000");
+    let (t, task) = (cid(2), cid(3000));
+    let recorded = msp_sim::model::session::iso8601(h.now());
+    let started = json!({"itemId": task, "kind": "toolCall", "turnId": t, "revision": 1,
+        "status": "inProgress", "recordedAt": recorded, "tool": "background"});
+    // (Revision 1: a message that never streamed on this link.)
+    let message = json!({"itemId": cid(3001), "kind": "agentMessage", "turnId": t,
+        "revision": 1, "status": "completed", "text": "echo: !task 5000", "recordedAt": recorded});
+    let mut recs = Vec::new();
+    let mut sent = Vec::new();
+    for (m, p) in [
+        ("item/started", json!({"item": started})),
+        ("item/completed", json!({"item": message})),
+        (
+            "turn/completed",
+            json!({"turnId": t, "terminal": "completed"}),
+        ),
+    ] {
+        let (e, p) = h.event(m, p, None);
+        recs.push(e);
+        sent.push((m, p));
+    }
+    h.append(recs);
+    h.sync();
+    for (m, p) in sent {
+        h.notify(m, &p);
+    }
+    if stopped {
+        h.recv(
+            3,
+            "task/stop",
+            json!({"commandId": cid(4), "sessionId": S, "taskId": task}),
+        );
+        h.answer(
+            3,
+            json!({"commandId": cid(4), "status": "accepted", "taskId": task}),
+        );
+    }
+    let mut done = started.clone();
+    done["revision"] = json!(2);
+    done["status"] = json!("cancelled");
+    done["recordedAt"] = json!(msp_sim::model::session::iso8601(h.now()));
+    let (e, p) = h.event("item/completed", json!({"item": done}), None);
+    h.append(vec![e]);
+    h.sync();
+    h.notify("item/completed", &p);
+    h
+}
+
+#[test]
+fn turn_lifecycle_a_task_cancelled_that_no_stop_named() {
+    // Control: `task/stop` ends the task `cancelled` (PROTOCOL.md 5).
+    clean(&task_cancelled(true));
+    // Doctored: nothing asked; the simulator never shuts a host down.
+    let v = h_violations(&task_cancelled(false), "turn-lifecycle");
+    assert!(v.len() == 1 && v[0].contains("ended cancelled"), "{v:#?}");
+}

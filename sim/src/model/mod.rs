@@ -1030,6 +1030,11 @@ impl Model {
                 .map(|s| self.loads.get(s).copied().unwrap_or(0)),
         };
         if let Some(s) = &sid {
+            if matches!(r.method.as_str(), "task/stop" | "task/stopAll") {
+                if let Some(sess) = self.sessions.get_mut(s) {
+                    sess.stop_asked(&r.method, &r.params);
+                }
+            }
             if r.method == "approval/listPending" {
                 r.approvals_at_recv = self.sessions.get(s).map(|x| {
                     x.approvals

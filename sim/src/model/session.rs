@@ -189,6 +189,10 @@ pub struct Sess {
     pub approvals: BTreeMap<String, Appr>,
     /// Background tasks by id.
     pub tasks: BTreeMap<String, TaskSt>,
+    /// Tasks a host was asked to stop (a `task/stop` naming one, or a
+    /// `task/stopAll` while it ran): the only way a task ends `cancelled`
+    /// in the simulator (which never shuts a host down gracefully).
+    stop_asked: BTreeSet<String>,
     /// Items, latest revision, in order of first appearance.
     pub items: Vec<Value>,
     /// Each of `items` written out canonically ([`wire::canonical`]).
@@ -299,6 +303,25 @@ impl Sess {
             id: id.to_string(),
             durable,
             ..Sess::default()
+        }
+    }
+
+    /// A host received `task/stop` or `task/stopAll` (`params`) for this
+    /// session: the tasks it names may end `cancelled` from now on.
+    pub fn stop_asked(&mut self, method: &str, params: &Value) {
+        match method {
+            "task/stop" => {
+                self.stop_asked.insert(s(&params["taskId"]));
+            }
+            "task/stopAll" => {
+                let running = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| matches!(t, TaskSt::Running { .. }))
+                    .map(|(k, _)| k.clone());
+                self.stop_asked.extend(running);
+            }
+            _ => {}
         }
     }
 
@@ -1959,10 +1982,19 @@ impl Sess {
                 };
                 let status = s(&item["status"]);
                 if pr["tool"] == "background" {
+                    if status == "cancelled" {
+                        rep.hit("5 task cancelled by a stop");
+                    }
                     let st = self.tasks.get(&item_id).cloned();
                     let ok = match (&st, status.as_str()) {
                         (Some(TaskSt::Running { due_ms }), "completed") => at_ms >= *due_ms,
-                        (Some(TaskSt::Running { .. }), "cancelled" | "failed") => true,
+                        // Cancelled only by a stop asked for it (PROTOCOL.md
+                        // 5: `task/stop` ends it `cancelled`; its turn's end
+                        // does not: the turn completes without waiting).
+                        (Some(TaskSt::Running { .. }), "cancelled") => {
+                            self.stop_asked.contains(&item_id)
+                        }
+                        (Some(TaskSt::Running { .. }), "failed") => true,
                         _ => false,
                     };
                     rep.check(ok, "turn-lifecycle", &format!("task-end {item_id}"), || {

@@ -1864,3 +1864,72 @@ fn a_dropped_first_frame_of_a_late_subscription_does_not_mark_what_it_skipped() 
     }
     assert!(reached, "no attempt streamed past the subscription's head");
 }
+
+#[test]
+fn a_refusal_torn_from_its_tool_calls_completion_is_completed_by_recovery() {
+    // A deny is written as one append: its intake, `approval/resolved`,
+    // the tool call's completion (`notStarted`), its settlement. Every
+    // prefix of it survives a crash in turn. Whenever the resolution
+    // survived, the recovered session's tool call must not stay
+    // `inProgress` (mixed seed 79: it did, for ever, when the tear fell
+    // between the resolution and the completion).
+    let mut seen = (false, false);
+    for keep in (0..4_000).step_by(7) {
+        let (mut h, c) = check(Durability::Durable);
+        start(&mut h, c);
+        let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+        let p = &f
+            .iter()
+            .find(|f| f["method"] == "approval/request")
+            .expect("an approval")["params"];
+        let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
+        h.hold_syncs = true;
+        let deny = json!({"sessionId": SID, "commandId": cid(20), "approvalId": aid,
+            "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "deny"});
+        req(&mut h, c, 3, "approval/decide", deny);
+        h.crash_torn(keep);
+        h.hold_syncs = false;
+        let c = h.connect();
+        init(&mut h, c);
+        let f = req(
+            &mut h,
+            c,
+            4,
+            "session/resume",
+            json!({"sessionId": SID, "commandId": cid(80), "cursor": format!("v:{SID}:0")}),
+        );
+        let events: Vec<&Value> = f.iter().filter(|f| f.get("method").is_some()).collect();
+        let resolved = events.iter().any(|e| {
+            e["method"] == "approval/resolved" && e["params"]["decision"] == json!("denied")
+        });
+        let done = events
+            .iter()
+            .rev()
+            .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item);
+        if resolved {
+            seen.0 = true;
+            let done = done.unwrap_or_else(|| panic!("keep {keep}: denied, tool call left open"));
+            assert_eq!(
+                done["params"]["item"]["status"],
+                json!("rejected"),
+                "keep {keep}"
+            );
+            assert_eq!(
+                done["params"]["item"]["effectOutcome"],
+                json!("notStarted"),
+                "keep {keep}"
+            );
+        } else {
+            // The deny was torn off: recovery aborts the approval and
+            // completes the tool call `cancelled`.
+            seen.1 = true;
+            let done = done.unwrap_or_else(|| panic!("keep {keep}: aborted, tool call left open"));
+            assert_eq!(
+                done["params"]["item"]["status"],
+                json!("cancelled"),
+                "keep {keep}"
+            );
+        }
+    }
+    assert_eq!(seen, (true, true), "both outcomes reached");
+}

@@ -799,6 +799,7 @@ impl Host {
             };
             self.settle(sid, &command_id, outcome);
         }
+        self.complete_refused_tool_calls(sid);
         if let Some(turn_id) = self.loaded(sid).and_then(|l| l.s.running.clone()) {
             self.abort_approvals(sid, Some(&turn_id));
             let mut p = Map::new();
@@ -813,6 +814,39 @@ impl Host {
         }
         self.abort_approvals(sid, None);
         self.reconcile_effects(sid);
+    }
+
+    /// Tool calls whose approval was denied or aborted but that never
+    /// completed: the crash tore the completion off the batch that
+    /// resolved the approval (recovery would otherwise leave them
+    /// `inProgress` for ever: `abort_approvals` only sees unresolved
+    /// approvals). They complete as the decision would have: no effect
+    /// ran (PROTOCOL.md 5), `rejected` when denied, `cancelled` when
+    /// aborted.
+    fn complete_refused_tool_calls(&mut self, sid: &str) {
+        let open: Vec<(String, &'static str)> = self
+            .loaded(sid)
+            .map(|l| {
+                l.s.approvals
+                    .values()
+                    .filter_map(|a| {
+                        let d = a.decision.as_deref()?;
+                        let status = match d {
+                            d if d.starts_with("approved") => return None,
+                            "abort" => "cancelled",
+                            _ => "rejected",
+                        };
+                        let item = l.s.item(&a.item_id)?;
+                        (item["status"] == "inProgress").then(|| (a.item_id.clone(), status))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (item_id, status) in open {
+            let mut extra = Map::new();
+            extra.insert("effectOutcome".into(), json!("notStarted"));
+            self.complete_item(sid, &item_id, status, extra, None);
+        }
     }
 
     /// Tool calls approved but never completed: the effect was in flight at

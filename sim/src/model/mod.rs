@@ -44,7 +44,7 @@ use crate::trace::{Actor, Entry, Trace, What};
 use crate::workload::Scenario;
 use logfile::{LogFile, Shape};
 pub use report::Report;
-use session::{Expected, Origin, Sess, Settle, TurnSt};
+use session::{Expected, Origin, Sess, Settle, TaskSt, TurnSt};
 use wire::Frame;
 
 /// (host, incarnation, session, command id key).
@@ -200,7 +200,15 @@ struct EffectTruth {
     callers: Vec<(usize, u64)>,
     /// The last definite answer delivered.
     answered: Option<&'static str>,
+    /// Some call's response never reached its host (lost, or the host
+    /// timed it out): the only way a keyed provider's outcome stays
+    /// unknown, since recovery asks a keyed provider by key.
+    response_lost: bool,
 }
+
+/// How long after its due time a background task may still run at the end
+/// of a healed run (the host ends due tasks on its next timer).
+const TASK_SLACK_MS: u64 = 1_000;
 
 /// One life of a session: a host incarnation holding its lease.
 #[derive(Debug, Clone)]
@@ -275,6 +283,8 @@ pub struct Model {
     eph_owner: BTreeMap<String, (usize, u64)>,
     /// Faults healed: the run must converge by its end.
     healed: bool,
+    /// Host-clock time of the last entry observed.
+    last_ms: u64,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
     /// The holder of a rotten session at the moment of the damage: it may
@@ -322,6 +332,7 @@ impl Model {
         self.rep.at = idx;
         let h = host_of(e);
         let now_ms = START_MS + e.at_ms;
+        self.last_ms = now_ms;
         match &e.what {
             What::HostStart { inc, durable } => {
                 let st = self.hosts.entry(h).or_default();
@@ -451,6 +462,7 @@ impl Model {
                 }
                 if *outcome == "unknown" {
                     t.uncertain = true;
+                    t.response_lost = true;
                 } else {
                     t.answered = Some(outcome);
                 }
@@ -504,6 +516,39 @@ impl Model {
                     &format!("end-queue {t}"),
                     format!("session {sid}: turn {t} is still queued at the end"),
                 );
+            }
+            // A decided tool call completes: its effect's answer (or the
+            // host's timeout of it, 30 s) or, after a crash, the keyed
+            // provider's answer by key or `unknown` (PROTOCOL.md 5). The
+            // liveness phase (90 s, no faults) leaves time for each.
+            for a in s.approvals.values().filter(|a| a.resolved.is_some()) {
+                let open = s.item(&a.item).is_some_and(|i| i["status"] == "inProgress");
+                let approval = a.params["approvalId"].as_str().unwrap_or_default();
+                let key = format!("{sid}:{approval}");
+                let in_flight = self
+                    .effects
+                    .get(&key)
+                    .is_some_and(|t| !t.inflight.is_empty());
+                if open && !in_flight {
+                    self.rep.fail_at_end(
+                        "effect-durability",
+                        &format!("end-tool {}", a.item),
+                        format!("session {sid}: tool call {} (approval {approval}, decided) never completed", a.item),
+                    );
+                }
+            }
+            // A background task ends when due (or stopped, or failed by a
+            // crash).
+            for (task, st) in &s.tasks {
+                if let TaskSt::Running { due_ms } = st {
+                    if *due_ms + TASK_SLACK_MS < self.last_ms {
+                        self.rep.fail_at_end(
+                            "turn-lifecycle",
+                            &format!("end-task {task}"),
+                            format!("session {sid}: background task {task}, due at {due_ms}, still runs at {}", self.last_ms),
+                        );
+                    }
+                }
             }
         }
         self.rep
@@ -915,6 +960,7 @@ impl Model {
         }
         if lost {
             t.uncertain = true;
+            t.response_lost = true;
         } else {
             t.inflight.push((h, inc));
         }
@@ -947,9 +993,14 @@ impl Model {
             .resolved
             .as_ref()
             .map(|r| r["decision"].as_str().unwrap_or_default().to_string());
+        // PROTOCOL.md 5: `unknown` is a lost response, or an effect in
+        // flight at a crash "and not reconciled by key": recovery asks a
+        // keyed provider, so only a lost response leaves it unknown.
+        let keyed = item["tool"] == "keyed";
         let ok = match (decision.as_deref(), outcome) {
             (Some("approved"), "committed") => truth.committed,
             (Some("approved"), "notStarted") => !truth.committed,
+            (Some("approved"), "unknown") if keyed => truth.response_lost,
             (Some("approved"), "unknown") => {
                 truth.uncertain || truth.performs == 0 || truth.answered.is_none()
             }

@@ -93,10 +93,6 @@ fn stray_read(w: &mut World) -> (&'static str, Value) {
 /// failing launch, keyed or unkeyed effect, background task, failing
 /// model attempts). `n` numbers it; `idx` is the client's index. New
 /// kinds go at the end of each list, so a recorded choice keeps its kind.
-/// The tail of a long turn text: its echo streams in many deltas.
-const LONG_TAIL: &str = " and then some more words, so that the scripted agent's echo of this \
-turn streams for a while: a window for an interrupt, a replace or a crash to cut it short";
-
 pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> String {
     let kinds: &[u64] = match scenario {
         Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5, 6],
@@ -105,23 +101,11 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> Strin
     };
     match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
         0 => format!("hello {n} from client {idx}"),
-        // Every other one (and every other `!task`) streams a long
-        // message (about 14 deltas, 140 ms of host clock), so that
-        // interrupts and crashes land inside a stream (the tail is drawn
-        // from nothing: recorded choices keep their meaning).
-        1 => format!(
-            "!sleep {} work {n}{}",
-            w.range(Decision::Client, 200, 3000),
-            if n.is_multiple_of(2) { LONG_TAIL } else { "" }
-        ),
+        1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
         2 => format!("!fail-launch {n}"),
         3 => format!("!effect keyed act-{idx}-{n}"),
         4 => format!("!effect unkeyed act-{idx}-{n}"),
-        5 => format!(
-            "!task {}{}",
-            w.range(Decision::Client, 300, 4000),
-            if n.is_multiple_of(2) { LONG_TAIL } else { "" }
-        ),
+        5 => format!("!task {}", w.range(Decision::Client, 300, 4000)),
         // 1 or 2 failed attempts, then the message; 3 ends the turn
         // `failed` with a `modelError` (PROTOCOL.md 5).
         _ => format!("!retry {} try {n}", w.range(Decision::Client, 1, 3)),

@@ -2120,3 +2120,127 @@ fn turn_lifecycle_a_task_cancelled_that_no_stop_named() {
     let v = h_violations(&task_cancelled(false), "turn-lifecycle");
     assert!(v.len() == 1 && v[0].contains("ended cancelled"), "{v:#?}");
 }
+
+/// Turn cid(2) asks approval for `!effect keyed act-1`; cid(4) approves
+/// it; the host performs it at the keyed provider (its response lost if
+/// `lost`), then completes the tool call with effectOutcome `outcome`
+/// (`""`: it never does).
+fn keyed_effect(lost: bool, outcome: &str) -> H {
+    let mut h = H::new();
+    h.start();
+    h.turn(2, 2, "!effect keyed act-1");
+    let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
+    let recorded = msp_sim::model::session::iso8601(h.now());
+    let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
+        "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
+        "approvalId": a});
+    let (e1, _) = h.event("item/started", json!({"item": tool}), None);
+    let (e2, _) = h.event(
+        "approval/requested",
+        json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
+            "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
+            "subject": {"kind": "tool", "toolName": "keyed"},
+            "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
+            "availableChoices": [
+                {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
+                {"choiceId": "deny", "label": "Deny", "decision": "denied", "scope": "once"}],
+            "protectedWrite": false, "judgeEscalated": false}),
+        None,
+    );
+    h.append(vec![e1, e2]);
+    h.sync();
+    let requirement = json!({"approvalId": a, "sourceIndex": 0});
+    h.recv(
+        3,
+        "approval/decide",
+        json!({"commandId": d, "sessionId": S, "approvalId": a,
+               "requirementId": requirement, "choiceId": "approve"}),
+    );
+    let ack = json!({"commandId": d, "status": "accepted", "approvalId": a, "terminal": true});
+    let received = h.received(
+        &d,
+        "approval/decide",
+        json!({"sessionId": S, "approvalId": a, "requirementId": requirement,
+               "choiceId": "approve"}),
+        json!({"result": ack}),
+    );
+    let (e, _) = h.event(
+        "approval/resolved",
+        json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "approved",
+            "policyResult": "allow", "resolvedBy": "user", "stageEvidence": [],
+            "decidedByCommandId": d}),
+        Some(&d),
+    );
+    let settled = h.settled(&d);
+    h.append(vec![received, e, settled]);
+    h.sync();
+    h.answer(3, ack);
+    h.host(What::Effect {
+        inc: 1,
+        provider: "keyed".into(),
+        key: format!("{S}:{a}"),
+        action: "act-1".into(),
+        perform: true,
+        mutated: true,
+        lost,
+    });
+    if outcome.is_empty() {
+        return h;
+    }
+    let mut done = tool.clone();
+    done["revision"] = json!(2);
+    done["status"] = json!(if outcome == "committed" {
+        "completed"
+    } else {
+        "failed"
+    });
+    done["effectOutcome"] = json!(outcome);
+    let (e, _) = h.event("item/completed", json!({"item": done}), None);
+    h.append(vec![e]);
+    h.sync();
+    h
+}
+
+#[test]
+fn effect_durability_a_keyed_effect_reported_unknown_though_nothing_was_lost() {
+    // Controls: the keyed provider's answer was lost, so the host cannot
+    // know; or it arrived and the outcome is committed.
+    let v = |lost, outcome| h_violations(&keyed_effect(lost, outcome), "effect-durability");
+    assert_eq!(v(true, "unknown"), Vec::<String>::new());
+    assert_eq!(v(false, "committed"), Vec::<String>::new());
+    // Doctored: nothing was lost, yet unknown (recovery asks a keyed
+    // provider by key, PROTOCOL.md 5).
+    assert_eq!(v(false, "unknown").len(), 1, "{:#?}", v(false, "unknown"));
+}
+
+#[test]
+fn effect_durability_a_decided_tool_call_still_open_when_the_run_ends_healed() {
+    // The response was lost; after 90 s without faults the host has
+    // timed the call out (30 s) and completed it `unknown`, or not.
+    let ended = |outcome: &str| {
+        let mut h = keyed_effect(true, outcome);
+        h.push(Actor::World, What::Phase("liveness".into()));
+        h_violations(&h, "effect-durability")
+    };
+    assert_eq!(ended("unknown"), Vec::<String>::new());
+    let v = ended("");
+    assert!(v.len() == 1 && v[0].contains("never completed"), "{v:#?}");
+}
+
+#[test]
+fn turn_lifecycle_a_task_still_running_long_after_it_was_due() {
+    // `!task 5000` started; the run heals and ends 2 s (control: 0.5 s)
+    // after the task was due, and it never completed.
+    let ended = |late_ms: u64| {
+        let mut h = task_cancelled(false);
+        // Drop the cancellation (its append, sync and frame): the task
+        // keeps running.
+        h.entries.truncate(h.entries.len() - 3);
+        h.t += 5_000 + late_ms;
+        h.push(Actor::World, What::Phase("liveness".into()));
+        h_violations(&h, "turn-lifecycle")
+    };
+    assert_eq!(ended(500), Vec::<String>::new());
+    let v = ended(2_000);
+    assert!(v.len() == 1 && v[0].contains("still runs"), "{v:#?}");
+}

@@ -101,6 +101,10 @@ pub struct Harness {
     /// Effect keys whose outcome a [`Harness::crash_after_next_effect`]
     /// kept from the host, in order.
     pub lost_effects: Vec<String>,
+    /// When set, the next performed effect takes effect at its provider
+    /// and its response never reaches the host (which lives on and times
+    /// the call out); the flag clears.
+    pub lose_next_effect_response: bool,
 }
 
 impl Harness {
@@ -140,6 +144,7 @@ impl Harness {
             compactions_count: 0,
             crash_after_next_effect: false,
             lost_effects: Vec::new(),
+            lose_next_effect_response: false,
         }
     }
 
@@ -494,6 +499,10 @@ impl Harness {
                     self.crash_after_next_effect = false;
                     self.lost_effects.push(key_for_lost);
                     self.crash_process();
+                    return;
+                }
+                if mode == EffectMode::Perform && self.lose_next_effect_response {
+                    self.lose_next_effect_response = false;
                     return;
                 }
                 self.host.handle_effect_done(token, outcome, now);

@@ -1798,10 +1798,16 @@ impl Host {
     pub(crate) fn note_activity(&mut self, sid: &str) {
         let idle_ms = self.cfg.idle_unload_ms;
         let now = self.now_ms;
+        // An effect awaiting its provider's answer (or its timeout) is live
+        // work: unloading would drop the wait, and a clean close is not
+        // recovered, so its tool call would stay `inProgress` for ever.
+        let effect_open = self.effects.values().any(|w| w.session == sid);
         if let Some(l) = self.loaded_mut(sid) {
             let idle = l.s.running.is_none()
                 && l.s.queue.is_empty()
                 && l.task_ends.is_empty()
+                && l.pending_effects.is_empty()
+                && !effect_open
                 && l.s.pending_approvals().is_empty()
                 && l.subscribers.is_empty()
                 && !l.unloading;

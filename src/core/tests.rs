@@ -1933,3 +1933,49 @@ fn a_refusal_torn_from_its_tool_calls_completion_is_completed_by_recovery() {
     }
     assert_eq!(seen, (true, true), "both outcomes reached");
 }
+
+#[test]
+fn an_effect_awaiting_its_answer_keeps_the_session_loaded_until_it_completes() {
+    // The provider's response is lost; the turn ends (replaced) and the
+    // session goes quiet. Idle unload must wait for the effect's timeout
+    // (30 s), which completes the tool call `unknown`: a clean close is
+    // not recovered, so unloading first left it `inProgress` for ever
+    // (mixed seed 43 at 256 commands per client).
+    let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
+    cfg.idle_unload_ms = 1000;
+    let mut h = Harness::new(cfg, T0);
+    let c = h.connect();
+    init(&mut h, c);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let p = &f
+        .iter()
+        .find(|f| f["method"] == "approval/request")
+        .expect("an approval")["params"];
+    let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
+    h.lose_next_effect_response = true;
+    let approve = json!({"sessionId": SID, "commandId": cid(20), "approvalId": aid,
+        "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"});
+    req(&mut h, c, 3, "approval/decide", approve);
+    assert_eq!(h.disk.keyed.len(), 1, "the effect took place");
+    turn(&mut h, c, 4, 11, "hi", json!({"ifBusy": "replace"}));
+    req(&mut h, c, 5, "view/unsubscribe", json!({"sessionId": SID}));
+    h.advance(5_000);
+    assert!(!h.disk.leases.is_empty(), "unloaded with its effect open");
+    h.advance(30_000);
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let f = req(
+        &mut h,
+        c2,
+        6,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(80), "cursor": format!("v:{SID}:0")}),
+    );
+    let done = f
+        .iter()
+        .rev()
+        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
+        .expect("the tool call completed");
+    assert_eq!(done["params"]["item"]["effectOutcome"], json!("unknown"));
+}

@@ -719,6 +719,8 @@ impl Host {
         if !w.query {
             self.resume_turn(&w.session, &w.turn_id, "approved", Some(outcome.as_str()));
         }
+        // The session may be idle now (it waited for this effect).
+        self.note_activity(&w.session);
     }
 
     /// Ids of the session's running background tasks.

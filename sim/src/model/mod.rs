@@ -285,6 +285,8 @@ pub struct Model {
     healed: bool,
     /// Host-clock time of the last entry observed.
     last_ms: u64,
+    /// `task/stopAll` receipt times of sessions the model had not met yet.
+    stop_all_early: BTreeMap<String, Vec<u64>>,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
     /// The holder of a rotten session at the moment of the damage: it may
@@ -775,6 +777,11 @@ impl Model {
                 .sessions
                 .entry(sid.to_string())
                 .or_insert_with(|| Sess::new(sid, durable));
+            if !self.stop_all_early.is_empty() {
+                if let Some(t) = self.stop_all_early.remove(sid) {
+                    sess.stop_all_ms.extend(t);
+                }
+            }
             // The first record of a life after a dead holder starts
             // recovery (when the log's lifecycle was left open).
             if let Some(life) = self
@@ -1081,10 +1088,16 @@ impl Model {
                 .map(|s| self.loads.get(s).copied().unwrap_or(0)),
         };
         if let Some(s) = &sid {
-            if matches!(r.method.as_str(), "task/stop" | "task/stopAll") {
-                if let Some(sess) = self.sessions.get_mut(s) {
-                    sess.stop_asked(&r.method, &r.params);
+            let now = self.last_ms;
+            match (r.method.as_str(), self.sessions.get_mut(s)) {
+                ("task/stop", Some(sess)) => sess.stop_asked(&r.params),
+                ("task/stopAll", Some(sess)) => sess.stop_all_ms.push(now),
+                // Not consumed yet (its records are not synced): kept
+                // until the model meets the session.
+                ("task/stopAll", None) => {
+                    self.stop_all_early.entry(s.clone()).or_default().push(now);
                 }
+                _ => {}
             }
             if r.method == "approval/listPending" {
                 r.approvals_at_recv = self.sessions.get(s).map(|x| {

@@ -189,10 +189,17 @@ pub struct Sess {
     pub approvals: BTreeMap<String, Appr>,
     /// Background tasks by id.
     pub tasks: BTreeMap<String, TaskSt>,
-    /// Tasks a host was asked to stop (a `task/stop` naming one, or a
-    /// `task/stopAll` while it ran): the only way a task ends `cancelled`
-    /// in the simulator (which never shuts a host down gracefully).
+    /// Tasks a `task/stop` reaching a host named: with `stop_all_ms`, the
+    /// only way a task ends `cancelled` in the simulator (which never
+    /// shuts a host down gracefully).
     stop_asked: BTreeSet<String>,
+    /// Host-clock times a `task/stopAll` of this session reached a host:
+    /// it stops every task started (emitted) by then. Times, not the
+    /// model's task list: a durable host may start a task and read the
+    /// stop before the task's record is synced and consumed here.
+    pub stop_all_ms: Vec<u64>,
+    /// When each background task started (its `item/started`'s time).
+    task_since: BTreeMap<String, u64>,
     /// Items, latest revision, in order of first appearance.
     pub items: Vec<Value>,
     /// Each of `items` written out canonically ([`wire::canonical`]).
@@ -306,23 +313,10 @@ impl Sess {
         }
     }
 
-    /// A host received `task/stop` or `task/stopAll` (`params`) for this
-    /// session: the tasks it names may end `cancelled` from now on.
-    pub fn stop_asked(&mut self, method: &str, params: &Value) {
-        match method {
-            "task/stop" => {
-                self.stop_asked.insert(s(&params["taskId"]));
-            }
-            "task/stopAll" => {
-                let running = self
-                    .tasks
-                    .iter()
-                    .filter(|(_, t)| matches!(t, TaskSt::Running { .. }))
-                    .map(|(k, _)| k.clone());
-                self.stop_asked.extend(running);
-            }
-            _ => {}
-        }
+    /// A host received `task/stop` (`params`) for this session: the task
+    /// it names may end `cancelled` from now on.
+    pub fn stop_asked(&mut self, params: &Value) {
+        self.stop_asked.insert(s(&params["taskId"]));
     }
 
     /// Busy: a turn runs or is queued.
@@ -1963,6 +1957,7 @@ impl Sess {
                     });
                 }
                 if tool == "background" {
+                    self.task_since.insert(item_id.clone(), at_ms);
                     let due = at_ms + turn.script.task_ms.unwrap_or(0);
                     self.tasks
                         .insert(item_id.clone(), TaskSt::Running { due_ms: due });
@@ -1992,7 +1987,9 @@ impl Sess {
                         // 5: `task/stop` ends it `cancelled`; its turn's end
                         // does not: the turn completes without waiting).
                         (Some(TaskSt::Running { .. }), "cancelled") => {
+                            let since = self.task_since.get(&item_id).copied().unwrap_or(0);
                             self.stop_asked.contains(&item_id)
+                                || self.stop_all_ms.iter().any(|t| *t >= since)
                         }
                         (Some(TaskSt::Running { .. }), "failed") => true,
                         _ => false,

@@ -1902,34 +1902,43 @@ fn scripted_agent_a_retrying_turn_completed_without_its_retries() {
     );
 }
 
+impl H {
+    /// S started; turn cid(2) (`!effect keyed act-1`) runs and asks
+    /// approval cid(3001) for its tool call cid(3000). The tool call
+    /// item and the records of its `item/started` and
+    /// `approval/requested` (not appended yet).
+    fn effect_asked(&mut self) -> (Value, Vec<Vec<u8>>) {
+        self.start();
+        self.turn(2, 2, "!effect keyed act-1");
+        let (t, item_id, a) = (cid(2), cid(3000), cid(3001));
+        let recorded = msp_sim::model::session::iso8601(self.now());
+        let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
+            "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
+            "approvalId": a});
+        let (e1, _) = self.event("item/started", json!({"item": tool}), None);
+        let (e2, _) = self.event(
+            "approval/requested",
+            json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
+                "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
+                "subject": {"kind": "tool", "toolName": "keyed"},
+                "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
+                "availableChoices": [
+                    {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
+                    {"choiceId": "deny", "label": "Deny", "decision": "denied", "scope": "once"}],
+                "protectedWrite": false, "judgeEscalated": false}),
+            None,
+        );
+        (tool, vec![e1, e2])
+    }
+}
+
 /// Turn cid(2) asks an approval for its effect; the host aborts it with
 /// the turn (an interrupt, say), completing the tool call `notStarted`
 /// unless `complete_tool` is false, then ends the turn `cancelled`.
 fn aborted_effect(complete_tool: bool) -> H {
     let mut h = H::new();
-    h.start();
-    h.turn(2, 2, "!effect keyed act-1");
+    let (tool, mut recs) = h.effect_asked();
     let (t, item_id, a) = (cid(2), cid(3000), cid(3001));
-    let recorded = msp_sim::model::session::iso8601(h.now());
-    let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
-        "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
-        "approvalId": a});
-    let mut recs = Vec::new();
-    let (e, _) = h.event("item/started", json!({"item": tool}), None);
-    recs.push(e);
-    let (e, _) = h.event(
-        "approval/requested",
-        json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
-            "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
-            "subject": {"kind": "tool", "toolName": "keyed"},
-            "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
-            "availableChoices": [
-                {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
-                {"choiceId": "deny", "label": "Deny", "decision": "denied", "scope": "once"}],
-            "protectedWrite": false, "judgeEscalated": false}),
-        None,
-    );
-    recs.push(e);
     let (e, _) = h.event(
         "approval/resolved",
         json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "abort",
@@ -2127,27 +2136,9 @@ fn turn_lifecycle_a_task_cancelled_that_no_stop_named() {
 /// (`""`: it never does).
 fn keyed_effect(lost: bool, outcome: &str) -> H {
     let mut h = H::new();
-    h.start();
-    h.turn(2, 2, "!effect keyed act-1");
+    let (tool, recs) = h.effect_asked();
     let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
-    let recorded = msp_sim::model::session::iso8601(h.now());
-    let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
-        "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
-        "approvalId": a});
-    let (e1, _) = h.event("item/started", json!({"item": tool}), None);
-    let (e2, _) = h.event(
-        "approval/requested",
-        json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
-            "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
-            "subject": {"kind": "tool", "toolName": "keyed"},
-            "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
-            "availableChoices": [
-                {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
-                {"choiceId": "deny", "label": "Deny", "decision": "denied", "scope": "once"}],
-            "protectedWrite": false, "judgeEscalated": false}),
-        None,
-    );
-    h.append(vec![e1, e2]);
+    h.append(recs);
     h.sync();
     let requirement = json!({"approvalId": a, "sourceIndex": 0});
     h.recv(

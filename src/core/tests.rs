@@ -71,6 +71,31 @@ fn turn(h: &mut Harness, c: u64, id: u64, n: u32, text: &str, extra: Value) -> V
 }
 
 /// The `viewCursor` of each event of a `view/page` result, in order.
+/// The params of the `approval/request` among `frames`.
+fn approval_asked(frames: &[Value]) -> &Value {
+    &frames
+        .iter()
+        .find(|f| f["method"] == "approval/request")
+        .expect("server request")["params"]
+}
+
+/// `approval/decide` params: command cid(`n`) picks `choice` for `aid`.
+fn decision(n: u32, aid: &Value, choice: &str) -> Value {
+    json!({"sessionId": SID, "commandId": cid(n), "approvalId": aid,
+        "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": choice})
+}
+
+/// A harness whose sessions unload after `idle_ms` idle, with one
+/// initialized connection.
+fn idle_check(idle_ms: u64) -> (Harness, u64) {
+    let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
+    cfg.idle_unload_ms = idle_ms;
+    let mut h = Harness::new(cfg, T0);
+    let c = h.connect();
+    init(&mut h, c);
+    (h, c)
+}
+
 fn page_cursors(r: &Value) -> Vec<&Value> {
     r["events"]
         .as_array()
@@ -1052,11 +1077,7 @@ fn pending_commands_visible_from_another_connection() {
 
 #[test]
 fn idle_session_unloads_and_notifies() {
-    let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
-    cfg.idle_unload_ms = 1000;
-    let mut h = Harness::new(cfg, T0);
-    let c = h.connect();
-    init(&mut h, c);
+    let (mut h, c) = idle_check(1000);
     start(&mut h, c);
     req(&mut h, c, 2, "view/unsubscribe", json!({"sessionId": SID}));
     h.advance(1500);
@@ -1497,11 +1518,7 @@ fn effect_providers_come_from_the_config() {
         init(&mut h, c);
         start(&mut h, c);
         let f = turn(&mut h, c, 2, 10, "!effect payments pay-1", json!({}));
-        let aid = f
-            .iter()
-            .find(|f| f["method"] == "approval/request")
-            .expect("server request")["params"]["approvalId"]
-            .clone();
+        let aid = approval_asked(&f)["approvalId"].clone();
         let ok = req(
             &mut h,
             c,
@@ -1553,11 +1570,7 @@ fn approval_refusals_wait_for_the_resolution_they_read_to_be_durable() {
     let (mut h, c) = check(Durability::Durable);
     start(&mut h, c);
     let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
-    let aid = f
-        .iter()
-        .find(|f| f["method"] == "approval/request")
-        .expect("server request")["params"]["approvalId"]
-        .clone();
+    let aid = approval_asked(&f)["approvalId"].clone();
     // The interrupt ends the turn and resolves its approval `abort`:
     // written, not durable.
     h.hold_syncs = true;
@@ -1878,15 +1891,10 @@ fn a_refusal_torn_from_its_tool_calls_completion_is_completed_by_recovery() {
         let (mut h, c) = check(Durability::Durable);
         start(&mut h, c);
         let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
-        let p = &f
-            .iter()
-            .find(|f| f["method"] == "approval/request")
-            .expect("an approval")["params"];
+        let p = approval_asked(&f);
         let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
         h.hold_syncs = true;
-        let deny = json!({"sessionId": SID, "commandId": cid(20), "approvalId": aid,
-            "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "deny"});
-        req(&mut h, c, 3, "approval/decide", deny);
+        req(&mut h, c, 3, "approval/decide", decision(20, &aid, "deny"));
         h.crash_torn(keep);
         h.hold_syncs = false;
         let c = h.connect();
@@ -1941,22 +1949,19 @@ fn an_effect_awaiting_its_answer_keeps_the_session_loaded_until_it_completes() {
     // (30 s), which completes the tool call `unknown`: a clean close is
     // not recovered, so unloading first left it `inProgress` for ever
     // (mixed seed 43 at 256 commands per client).
-    let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
-    cfg.idle_unload_ms = 1000;
-    let mut h = Harness::new(cfg, T0);
-    let c = h.connect();
-    init(&mut h, c);
+    let (mut h, c) = idle_check(1000);
     start(&mut h, c);
     let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
-    let p = &f
-        .iter()
-        .find(|f| f["method"] == "approval/request")
-        .expect("an approval")["params"];
+    let p = approval_asked(&f);
     let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
     h.lose_next_effect_response = true;
-    let approve = json!({"sessionId": SID, "commandId": cid(20), "approvalId": aid,
-        "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"});
-    req(&mut h, c, 3, "approval/decide", approve);
+    req(
+        &mut h,
+        c,
+        3,
+        "approval/decide",
+        decision(20, &aid, "approve"),
+    );
     assert_eq!(h.disk.keyed.len(), 1, "the effect took place");
     turn(&mut h, c, 4, 11, "hi", json!({"ifBusy": "replace"}));
     req(&mut h, c, 5, "view/unsubscribe", json!({"sessionId": SID}));

@@ -566,9 +566,7 @@ impl Host {
                 .and_then(|l| l.s.item(&item_id))
                 .is_some_and(|i| i["status"] == "inProgress");
             if still_open {
-                let mut extra = Map::new();
-                extra.insert("effectOutcome".into(), json!("notStarted"));
-                self.complete_item(sid, &item_id, "cancelled", extra, None);
+                self.complete_not_started(sid, &item_id, "cancelled");
             }
         }
     }
@@ -651,9 +649,7 @@ impl Host {
             return;
         }
         if has_effect {
-            let mut extra = Map::new();
-            extra.insert("effectOutcome".into(), json!("notStarted"));
-            self.complete_item(sid, item_id, "rejected", extra, None);
+            self.complete_not_started(sid, item_id, "rejected");
         }
         self.resume_turn(sid, turn_id, decision, None);
     }
@@ -845,10 +841,16 @@ impl Host {
             })
             .unwrap_or_default();
         for (item_id, status) in open {
-            let mut extra = Map::new();
-            extra.insert("effectOutcome".into(), json!("notStarted"));
-            self.complete_item(sid, &item_id, status, extra, None);
+            self.complete_not_started(sid, &item_id, status);
         }
+    }
+
+    /// Completes a tool call whose effect never ran (refused, or its
+    /// approval aborted): `effectOutcome: notStarted` (PROTOCOL.md 5).
+    fn complete_not_started(&mut self, sid: &str, item_id: &str, status: &str) {
+        let mut extra = Map::new();
+        extra.insert("effectOutcome".into(), json!("notStarted"));
+        self.complete_item(sid, item_id, status, extra, None);
     }
 
     /// Tool calls approved but never completed: the effect was in flight at

@@ -1778,39 +1778,36 @@ impl Sess {
                 )
             },
         );
-        let by_command = self
+        // `turn/unqueued` names the submit, not the unqueue that caused
+        // it: an unqueue abandoned by a crash may be followed by a new one
+        // of the same turn (mixed seed 2 at 256 commands per client). The
+        // event is only wrong when every command that asked for it ended
+        // without effect. (command id, whether it may still take effect)
+        let owed = Owed::Unqueue(t.clone());
+        let owers: Vec<(String, bool)> = self
             .ledger
             .values()
-            .any(|i| i.owed == Some(Owed::Unqueue(t.clone())));
+            .filter(|i| i.owed.as_ref() == Some(&owed))
+            .map(|i| {
+                let dead = matches!(i.settled, Some(Settle::Abandoned | Settle::Rejected(_)));
+                (i.cid.clone(), !dead)
+            })
+            .collect();
         rep.check(
-            by_command,
+            !owers.is_empty(),
             "turn-lifecycle",
             &format!("unqueue-why {t}"),
             || format!("session {id}: turn {t} was unqueued without an accepted turn/unqueue"),
         );
         self.queue.retain(|q| *q != t);
         self.turns.get_mut(&t).expect("turn").st = TurnSt::Unqueued;
-        // `turn/unqueued` names the submit, not the unqueue that caused
-        // it: an unqueue abandoned by a crash may be followed by a new one
-        // of the same turn (mixed seed 2 at 256 commands per client). The
-        // event is only wrong when every command that asked for it ended
-        // without effect.
-        let (live, dead): (Vec<&Intake>, Vec<&Intake>) = self
-            .ledger
-            .values()
-            .filter(|i| i.owed == Some(Owed::Unqueue(t.clone())))
-            .partition(|i| !matches!(i.settled, Some(Settle::Abandoned | Settle::Rejected(_))));
-        let (live, dead): (Vec<String>, Vec<String>) = (
-            live.iter().map(|i| i.cid.clone()).collect(),
-            dead.iter().map(|i| i.cid.clone()).collect(),
-        );
-        if live.is_empty() {
-            for o in &dead {
+        let any_live = owers.iter().any(|(_, live)| *live);
+        for (o, live) in &owers {
+            if *live {
+                self.pay(o, &owed);
+            } else if !any_live {
                 self.check_not_terminal(rep, o, "its turn/unqueued");
             }
-        }
-        for o in live {
-            self.pay(&o, &Owed::Unqueue(t.clone()));
         }
         if let Some(i) = self.intake_mut(&turn.cid) {
             i.effect = true;

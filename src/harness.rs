@@ -105,6 +105,12 @@ pub struct Harness {
     /// and its response never reaches the host (which lives on and times
     /// the call out); the flag clears.
     pub lose_next_effect_response: bool,
+    /// When set, the next performed effect takes effect at its provider
+    /// and its response waits in [`Harness::held_effect_responses`] until
+    /// [`Harness::release_effect_responses`]; the flag clears.
+    pub hold_next_effect_response: bool,
+    /// Effect responses held back: (token, outcome).
+    pub held_effect_responses: Vec<(u64, EffectOutcome)>,
 }
 
 impl Harness {
@@ -145,6 +151,8 @@ impl Harness {
             crash_after_next_effect: false,
             lost_effects: Vec::new(),
             lose_next_effect_response: false,
+            hold_next_effect_response: false,
+            held_effect_responses: Vec::new(),
         }
     }
 
@@ -327,6 +335,15 @@ impl Harness {
         self.crash();
     }
 
+    /// Delivers the held effect responses (to whatever host runs now).
+    pub fn release_effect_responses(&mut self) {
+        for (token, outcome) in std::mem::take(&mut self.held_effect_responses) {
+            let now = self.now_ms;
+            self.host.handle_effect_done(token, outcome, now);
+            self.run();
+        }
+    }
+
     /// Orderly shutdown (end of stdin): unload everything.
     pub fn shutdown(&mut self) {
         self.host.shutdown(self.now_ms);
@@ -503,6 +520,11 @@ impl Harness {
                 }
                 if mode == EffectMode::Perform && self.lose_next_effect_response {
                     self.lose_next_effect_response = false;
+                    return;
+                }
+                if mode == EffectMode::Perform && self.hold_next_effect_response {
+                    self.hold_next_effect_response = false;
+                    self.held_effect_responses.push((token, outcome));
                     return;
                 }
                 self.host.handle_effect_done(token, outcome, now);

@@ -1984,3 +1984,64 @@ fn an_effect_awaiting_its_answer_keeps_the_session_loaded_until_it_completes() {
         .expect("the tool call completed");
     assert_eq!(done["params"]["item"]["effectOutcome"], json!("unknown"));
 }
+
+#[test]
+fn a_shutdown_ends_the_effects_it_would_wait_for_and_records_nothing_after_closed() {
+    // An approved effect whose provider has not answered when the host is
+    // asked to stop. The unload completes its tool call `failed` with
+    // `effectOutcome: unknown` (the shutdown stops waiting) before
+    // `session/closed`; the answer that comes while the `closed` record
+    // waits for its sync is not recorded after it. Before: the answer's
+    // `item/completed` followed `session/closed` (mixed seed 292 of the
+    // first sweeps with shutdowns), or, with no answer, the tool call stayed
+    // `inProgress` in a cleanly closed log, never recovered
+    // (lease-handover seed 790).
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let p = approval_asked(&f);
+    let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
+    h.hold_next_effect_response = true;
+    req(
+        &mut h,
+        c,
+        3,
+        "approval/decide",
+        decision(20, &aid, "approve"),
+    );
+    assert_eq!(h.disk.keyed.len(), 1, "the effect took place");
+    assert_eq!(h.held_effect_responses.len(), 1, "its answer is held");
+    h.hold_syncs = true;
+    h.shutdown();
+    h.release_effect_responses();
+    h.hold_syncs = false;
+    h.release_syncs();
+    let f = h.take(c);
+    let completions: Vec<usize> = (0..f.len())
+        .filter(|i| {
+            f[*i]["method"] == "item/completed" && f[*i]["params"]["item"]["itemId"] == item
+        })
+        .collect();
+    assert_eq!(completions.len(), 1, "the tool call completes once: {f:?}");
+    let done = &f[completions[0]]["params"]["item"];
+    assert_eq!(done["effectOutcome"], json!("unknown"));
+    assert_eq!(done["status"], json!("failed"));
+    let closed = f
+        .iter()
+        .position(|e| e["method"] == "session/closed")
+        .expect("session/closed");
+    assert_eq!(closed, f.len() - 1, "session/closed is the last frame");
+    assert!(completions[0] < closed);
+    let log = h.disk.files[SID].contents();
+    let records = crate::core::record::decode_log(&log)
+        .expect("decodes")
+        .records;
+    assert!(
+        matches!(
+            records.last().map(|(r, _)| r),
+            Some(crate::core::record::Record::Closed { .. })
+        ),
+        "the closed record is the log's last"
+    );
+    assert!(h.host().is_quiescent());
+}

@@ -701,7 +701,11 @@ impl Host {
 
     /// An effect came back (or timed out): complete its tool call.
     pub(crate) fn complete_effect(&mut self, w: EffectWait, outcome: EffectOutcome) {
-        if self.loaded(&w.session).is_none_or(|l| l.slot != w.slot) {
+        // Nothing is recorded after an unload's `closed` record.
+        if self
+            .loaded(&w.session)
+            .is_none_or(|l| l.slot != w.slot || l.unloading)
+        {
             return;
         }
         let status = if outcome == EffectOutcome::Committed {
@@ -719,6 +723,39 @@ impl Host {
         self.note_activity(&w.session);
     }
 
+    /// Host shutdown: the session's approved effects end with its load,
+    /// so that no tool call is left open in a log that is closed (a closed
+    /// log is not recovered at its next load). An effect not issued yet
+    /// (its decision was not durable) never will be: its tool call
+    /// completes `cancelled`, `notStarted`. One issued and not answered is
+    /// no longer waited for: `failed`, `unknown`, as at its timeout; its
+    /// answer, if it comes, finds no wait.
+    fn end_effects(&mut self, sid: &str) {
+        let Some(l) = self.loaded_mut(sid) else {
+            return;
+        };
+        let slot = l.slot;
+        let pending = std::mem::take(&mut l.pending_effects);
+        for (_, _, w, _) in pending {
+            self.complete_not_started(sid, &w.item_id, "cancelled");
+        }
+        let issued: Vec<u64> = self
+            .effects
+            .iter()
+            .filter(|(_, w)| w.session == sid && w.slot == slot)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in issued {
+            let w = self.effects.remove(&t).expect("listed");
+            let mut extra = Map::new();
+            extra.insert(
+                "effectOutcome".into(),
+                json!(EffectOutcome::Unknown.as_str()),
+            );
+            self.complete_item(sid, &w.item_id, "failed", extra, None);
+        }
+    }
+
     /// Ids of the session's running background tasks.
     pub(crate) fn running_tasks(&self, sid: &str) -> Vec<String> {
         self.loaded(sid)
@@ -734,6 +771,7 @@ impl Host {
 
     /// Host shutdown: ends live work so that the log is left closed.
     pub(crate) fn stop_everything(&mut self, sid: &str, terminal: &str, reason: Option<&str>) {
+        self.end_effects(sid);
         self.end_running_turn(sid, terminal, reason, None);
         let tasks = self.running_tasks(sid);
         for t in tasks {

@@ -64,6 +64,8 @@ pub fn check_mixes() -> [(&'static str, FaultMix); 2] {
         // double the schedules per sync; the exhaustive check's orders of
         // events come from its delays already.
         stall_permille: 0,
+        // Off: the check's crashes are kill -9 and power losses.
+        shutdown_permille: 0,
         disk_full_permille: 10,
         crash_step_permille: 5,
         crash_point_permille: 100,

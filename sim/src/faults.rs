@@ -29,7 +29,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 16] = [
+pub const FAULT_NAMES: [&str; 17] = [
     "drop",
     "dup",
     "delay",
@@ -43,6 +43,7 @@ pub const FAULT_NAMES: [&str; 16] = [
     "crash",
     "crash-point",
     "power-loss",
+    "shutdown",
     "restart",
     "effect-lost",
     "rot",
@@ -86,6 +87,11 @@ pub struct FaultMix {
     /// An fsync stalls: it completes after 50-500 ms instead of 2-15 ms.
     /// Drawn only under [`Draws::WithStalls`] (0 in older runs).
     pub stall_permille: u64,
+    /// Share of step crashes (not crash points) that are graceful
+    /// shutdowns instead: the host is asked to stop (`Host::shutdown`),
+    /// runs until it is quiescent, and exits. Drawn only under
+    /// [`Draws::WithShutdowns`] (0 in older runs).
+    pub shutdown_permille: u64,
     /// The disk fills up (per fsync, starting a window).
     pub disk_full_permille: u64,
     /// Crash at any output step.
@@ -121,6 +127,7 @@ impl FaultMix {
             tear_permille: pick(world, 600, &[300, 700, 1000]),
             fsync_fail_permille: pick(world, 300, &[10, 40]),
             stall_permille: 0,
+            shutdown_permille: 0,
             disk_full_permille: pick(world, 200, &[5, 20]),
             crash_step_permille: pick(world, 500, &[1, 3, 8]),
             crash_point_permille: pick(world, 600, &[50, 150, 400]),
@@ -139,6 +146,10 @@ impl FaultMix {
             // Drawn last, so every decision before it stays where a run
             // recorded before stalls has it.
             m.stall_permille = pick(world, 500, &[150, 400]);
+        }
+        if draws >= Draws::WithShutdowns {
+            // Last again, for the same reason.
+            m.shutdown_permille = pick(world, 500, &[200, 500]);
         }
         match scenario {
             Scenario::Mixed => {}
@@ -205,6 +216,7 @@ impl FaultMix {
             ("tear", self.tear_permille),
             ("fsync-fail", self.fsync_fail_permille),
             ("stall", self.stall_permille),
+            ("shutdown", self.shutdown_permille),
             ("disk-full", self.disk_full_permille),
             ("crash", self.crash_step_permille),
             ("crash-point", self.crash_point_permille),

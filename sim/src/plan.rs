@@ -61,19 +61,24 @@ pub enum Draws {
     /// Version 1: before sync stalls (no `stall` level in the fault mix).
     BeforeStalls,
     /// Version 2: the fault mix draws a `stall` level last.
-    #[default]
     WithStalls,
+    /// Version 3: the fault mix then draws a `shutdown` level; a host
+    /// whose step draws a crash may instead be shut down gracefully
+    /// (one more decision at such a step, only when the level is on).
+    #[default]
+    WithShutdowns,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithStalls;
+    pub const CURRENT: Draws = Draws::WithShutdowns;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
         match self {
             Draws::BeforeStalls => 1,
             Draws::WithStalls => 2,
+            Draws::WithShutdowns => 3,
         }
     }
 
@@ -82,6 +87,7 @@ impl Draws {
         match v {
             1 => Some(Draws::BeforeStalls),
             2 => Some(Draws::WithStalls),
+            3 => Some(Draws::WithShutdowns),
             _ => None,
         }
     }

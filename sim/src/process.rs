@@ -29,6 +29,9 @@ pub struct HostProc {
     pub next_conn: ConnId,
     /// A restart is scheduled.
     pub restart_pending: bool,
+    /// A graceful shutdown began ([`Host::shutdown`]): the process exits
+    /// once its host is quiescent.
+    pub stopping: bool,
 }
 
 impl HostProc {
@@ -41,6 +44,7 @@ impl HostProc {
             links: BTreeMap::new(),
             next_conn: 1,
             restart_pending: false,
+            stopping: false,
         }
     }
 
@@ -71,6 +75,7 @@ impl HostProc {
         self.links.clear();
         self.next_conn = 1;
         self.restart_pending = false;
+        self.stopping = false;
     }
 
     /// Kills the incarnation; returns the links it had.

@@ -256,7 +256,12 @@ pub fn mentions(e: &Entry, id: &str) -> bool {
 fn structural(e: &Entry) -> bool {
     matches!(
         e.what,
-        What::Phase(_) | What::HostStart { .. } | What::HostCrash { .. } | What::PowerLoss
+        What::Phase(_)
+            | What::HostStart { .. }
+            | What::HostCrash { .. }
+            | What::HostShutdown { .. }
+            | What::HostExit { .. }
+            | What::PowerLoss
     )
 }
 

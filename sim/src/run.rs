@@ -46,6 +46,10 @@ pub const SAFETY_MAX_MS: u64 = 60_000;
 pub const LIVENESS_MS: u64 = 90_000;
 /// A run that processes more events than this is stuck.
 pub const EVENTS_MAX: u64 = 3_000_000;
+/// How long a host that began a graceful shutdown may take to become
+/// quiescent before it is killed (simulated ms): past every sync stall
+/// and effect timeout but one.
+pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// A host that produces more outputs than this for one input without
 /// waiting for anything is in a livelock (a read it asks again and again,
 /// say): the run stops there, with the note the run-bounded oracle reads.
@@ -424,6 +428,15 @@ impl Sim {
                 Event::Restart(h) => {
                     if !self.hosts[h].alive() {
                         self.start_host(h);
+                    }
+                }
+                Event::StopDeadline { host, incarnation } => {
+                    if self.hosts[host].inc == incarnation && self.hosts[host].alive() {
+                        let n = format!(
+                            "host{host} was not quiescent {SHUTDOWN_GRACE_MS} ms after its shutdown began: killed"
+                        );
+                        self.note(Actor::Host(host), What::Note(n));
+                        self.crash_process(host, None);
                     }
                 }
                 Event::HostSeesClose { link } => self.host_sees_close(link),
@@ -935,13 +948,74 @@ impl Sim {
                 && !matches!(o, Output::CrashPoint(_))
                 && self.w.chance(Decision::Crash, self.mix.crash_step_permille)
             {
+                // A share of these steps stops the host gracefully
+                // instead (after carrying out the step): the operator's
+                // SIGTERM rather than a kill -9.
+                if !self.hosts[h].stopping
+                    && self.w.chance(Decision::Crash, self.mix.shutdown_permille)
+                {
+                    self.exec(h, o);
+                    self.begin_shutdown(h);
+                    continue;
+                }
                 self.count("crash");
                 self.crash(h, None);
                 return;
             }
             self.exec(h, o);
         }
+        if self.hosts[h].stopping
+            && self.hosts[h]
+                .host
+                .as_ref()
+                .is_some_and(msp::core::Host::is_quiescent)
+        {
+            self.host_exit(h);
+            return;
+        }
         self.arm_timer(h);
+    }
+
+    /// Asks host `h` to stop ([`Host::shutdown`]): it unloads every
+    /// session (`session/closed`, `hostShutdown`) and exits once it is
+    /// quiescent ([`Sim::host_exit`]), or is killed after
+    /// [`SHUTDOWN_GRACE_MS`].
+    fn begin_shutdown(&mut self, h: usize) {
+        let now = self.w.now_ms;
+        let inc = self.hosts[h].inc;
+        let Some(host) = self.hosts[h].host.as_mut() else {
+            return;
+        };
+        host.shutdown(now);
+        self.hosts[h].stopping = true;
+        self.count("shutdown");
+        self.note(Actor::Host(h), What::HostShutdown { inc });
+        self.w.schedule(
+            now + SHUTDOWN_GRACE_MS,
+            Event::StopDeadline {
+                host: h,
+                incarnation: inc,
+            },
+        );
+    }
+
+    /// Host `h` finished its shutdown: the process exits. Its links close
+    /// (what was still on the wire towards a client is lost with them, as
+    /// in a crash), any lease it still held is freed, and it restarts
+    /// after a delay as after a crash.
+    fn host_exit(&mut self, h: usize) {
+        let inc = self.hosts[h].inc;
+        self.note(Actor::Host(h), What::HostExit { inc });
+        let links = self.hosts[h].kill();
+        for l in links {
+            self.sever(l, "host exited", false);
+        }
+        for session in self.disk.free_leases(h) {
+            self.note(Actor::Host(h), What::LeaseRelease { inc, session });
+        }
+        self.hosts[h].restart_pending = true;
+        let at = self.w.now_ms + self.w.range(Decision::Placement, 50, 1_500);
+        self.w.schedule(at, Event::Restart(h));
     }
 
     /// A crash decided at a step or crash point of host `h`: a process

@@ -348,7 +348,7 @@ pub fn write_json(path: &str, v: &Value) -> Result<(), RunFileError> {
 }
 
 /// The fault mix's members, in the order [`FaultMix::describe`] prints.
-fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 17] {
+fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 18] {
     [
         ("drop", &mut m.drop_permille),
         ("dup", &mut m.dup_permille),
@@ -360,6 +360,7 @@ fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 17] {
         ("tear", &mut m.tear_permille),
         ("fsyncFail", &mut m.fsync_fail_permille),
         ("stall", &mut m.stall_permille),
+        ("shutdown", &mut m.shutdown_permille),
         ("diskFull", &mut m.disk_full_permille),
         ("crash", &mut m.crash_step_permille),
         ("crashPoint", &mut m.crash_point_permille),
@@ -380,12 +381,12 @@ pub fn mix_to_json(m: &FaultMix) -> Value {
     Value::Object(o)
 }
 
-/// Parses [`mix_to_json`]'s form (every member required but `stall`,
-/// which mixes written before stalls do not have: 0).
+/// Parses [`mix_to_json`]'s form (every member required but `stall` and
+/// `shutdown`, which mixes written before them do not have: 0).
 pub fn mix_from_json(o: &Map<String, Value>) -> Result<FaultMix, String> {
     let mut m = FaultMix::default();
     for (k, v) in mix_fields(&mut m) {
-        if k == "stall" && !o.contains_key(k) {
+        if (k == "stall" || k == "shutdown") && !o.contains_key(k) {
             continue;
         }
         *v = u64_member(o, k).map_err(|e| format!("\"faultMix\": {e}"))?;
@@ -434,6 +435,7 @@ mod tests {
                 drop_permille: 5,
                 power_permille: 1000,
                 stall_permille: 150,
+                shutdown_permille: 200,
                 ..FaultMix::default()
             }),
             draws: Draws::CURRENT,
@@ -495,14 +497,16 @@ mod tests {
     fn a_file_without_a_draws_version_replays_with_the_draws_before_stalls() {
         let f = sample();
         assert_eq!(f.draws, Draws::CURRENT);
-        assert_eq!(f.to_json()["drawsVersion"], json!(2));
+        assert_eq!(f.to_json()["drawsVersion"], json!(3));
         let mut v = f.to_json();
         v.as_object_mut().unwrap().remove("drawsVersion");
         v["faultMix"].as_object_mut().unwrap().remove("stall");
+        v["faultMix"].as_object_mut().unwrap().remove("shutdown");
         let old = RunFile::from_json(&v).unwrap();
         assert_eq!(old.draws, Draws::BeforeStalls);
         assert_eq!(old.plan().draws, Draws::BeforeStalls);
         assert_eq!(old.mix.as_ref().unwrap().stall_permille, 0);
+        assert_eq!(old.mix.as_ref().unwrap().shutdown_permille, 0);
         // Written again, it says so, and reads back the same.
         assert_eq!(old.to_json()["drawsVersion"], json!(1));
         assert_eq!(RunFile::from_json(&old.to_json()), Ok(old));

@@ -67,7 +67,7 @@ pub enum Step {
 /// streams a delta every 10 ms).
 pub const STREAMING_WINDOW_MS: u64 = 20;
 
-const WORDS: [&str; 16] = [
+const WORDS: [&str; 17] = [
     "load-unsynced",
     "storage-fail-streaming",
     "power-loss",
@@ -84,6 +84,7 @@ const WORDS: [&str; 16] = [
     "lease-denied",
     "rot",
     "compact",
+    "shutdown",
 ];
 
 impl Step {
@@ -412,6 +413,7 @@ impl Reader {
                 .unwrap_or_default(),
             What::HostCrash { point, .. } => vec![Step::Crash(point.map(str::to_string))],
             What::PowerLoss => vec![Step::Word("power-loss")],
+            What::HostShutdown { .. } => vec![Step::Word("shutdown")],
             What::HostStart { inc, .. } if *inc > 1 => vec![Step::Word("restart")],
             What::CrashKeep { torn: true, .. } => vec![Step::Word("tear")],
             What::Truncate { .. } => vec![Step::Word("truncate")],

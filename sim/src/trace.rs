@@ -55,6 +55,10 @@ pub enum What {
         inc: u64,
         point: Option<&'static str>,
     },
+    /// A host incarnation was asked to stop gracefully (`Host::shutdown`).
+    HostShutdown { inc: u64 },
+    /// A host incarnation finished its shutdown and exited.
+    HostExit { inc: u64 },
     /// A named crash point was reached (crashed or not).
     CrashPointHit { inc: u64, point: &'static str },
     /// A client opened link `link` to host `host`.
@@ -517,6 +521,14 @@ impl Entry {
                 h.u64(*to_bytes);
                 h.u64(u64::from(*found));
             }
+            What::HostShutdown { inc } => {
+                h.u64(32);
+                h.u64(*inc);
+            }
+            What::HostExit { inc } => {
+                h.u64(33);
+                h.u64(*inc);
+            }
         }
         h.finish()
     }
@@ -556,6 +568,10 @@ impl fmt::Display for Entry {
             What::CrashPointHit { inc, point } => {
                 write!(f, "crash point {point} reached (inc {inc})")
             }
+            What::HostShutdown { inc } => {
+                write!(f, "SHUTDOWN asked of incarnation {inc} (graceful stop)")
+            }
+            What::HostExit { inc } => write!(f, "EXIT incarnation {inc} (shutdown finished)"),
             What::Connect { link, host, inc } => {
                 write!(f, "connect link{link} -> host{host} (inc {inc})")
             }

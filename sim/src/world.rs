@@ -88,6 +88,14 @@ pub enum Event {
     },
     /// A dead host starts again from the disk.
     Restart(usize),
+    /// A host that began a graceful shutdown and is still not quiescent
+    /// is killed (as a service manager kills a stop that hangs).
+    StopDeadline {
+        /// The host.
+        host: usize,
+        /// The incarnation that began the shutdown.
+        incarnation: u64,
+    },
     /// A link's host end notices the client end closed.
     HostSeesClose {
         /// The link.

@@ -2235,3 +2235,120 @@ fn turn_lifecycle_a_task_still_running_long_after_it_was_due() {
     let v = ended(2_000);
     assert!(v.len() == 1 && v[0].contains("still runs"), "{v:#?}");
 }
+
+/// The started session's graceful shutdown: host 0 is asked to stop (if
+/// `asked`), writes and syncs its `closed` record (`hostShutdown`),
+/// releases the lease (if `released`), sends `session/closed` on link 1,
+/// subscribed by the start (if `closed_sent`), and exits.
+fn shut_down(asked: bool, released: bool, closed_sent: bool) -> H {
+    let mut h = H::new();
+    h.start();
+    if asked {
+        h.host(What::HostShutdown { inc: 1 });
+    }
+    let closed = record(
+        6,
+        json!({"record": "closed", "reason": "hostShutdown", "atMs": h.now()}),
+    );
+    h.append(vec![closed]);
+    h.sync();
+    if released {
+        h.host(What::LeaseRelease {
+            inc: 1,
+            session: S.into(),
+        });
+    }
+    if closed_sent {
+        h.notify(
+            "session/closed",
+            &json!({"sessionId": S, "reason": "hostShutdown", "viewCursor": cursor(0)}),
+        );
+    }
+    h.host(What::HostExit { inc: 1 });
+    h
+}
+
+#[test]
+fn lease_unload_a_shutdown_unload_no_stop_asked_for() {
+    clean(&shut_down(true, true, true));
+    // Doctored: the host closes for `hostShutdown` (record and frame)
+    // though nothing asked it to stop (PROTOCOL.md 4.1: `idle` otherwise).
+    let v = h_violations(&shut_down(false, true, true), "lease-unload");
+    assert!(
+        v.len() == 2
+            && v.iter()
+                .all(|d| d.contains("without being asked") || d.contains("was not asked")),
+        "{v:#?}"
+    );
+}
+
+#[test]
+fn lease_unload_a_shutdown_that_exits_holding_a_lease() {
+    let v = h_violations(&shut_down(true, false, true), "lease-unload");
+    assert!(
+        v.len() == 1 && v[0].contains("still holding the lease"),
+        "{v:#?}"
+    );
+}
+
+#[test]
+fn lease_unload_a_shutdown_that_never_tells_a_subscriber() {
+    // PROTOCOL.md 4.1: `session/closed` is the session's last event; a
+    // link subscribed to it when the host unloads it for its shutdown
+    // gets it before the host exits.
+    let v = h_violations(&shut_down(true, true, false), "lease-unload");
+    assert!(
+        v.len() == 1 && v[0].contains("without sending session/closed"),
+        "{v:#?}"
+    );
+}
+
+#[test]
+fn lease_unload_a_shutdown_that_hangs() {
+    // Killed 1 ms after it was asked to stop: a crash during a shutdown.
+    // Killed 10 s after: the shutdown never finished.
+    let killed = |after_ms: u64| {
+        let mut h = H::new();
+        h.start();
+        h.host(What::HostShutdown { inc: 1 });
+        h.t += after_ms;
+        h.host(What::HostCrash {
+            inc: 1,
+            point: None,
+        });
+        h_violations(&h, "lease-unload")
+    };
+    assert_eq!(killed(1), Vec::<String>::new());
+    let v = killed(msp_sim::run::SHUTDOWN_GRACE_MS);
+    assert!(
+        v.len() == 1 && v[0].contains("still had sessions"),
+        "{v:#?}"
+    );
+}
+
+/// `h` with `HostShutdown` put before its last `n` entries (the host was
+/// asked to stop just before it wrote them).
+fn stopped_before_last(mut h: H, n: usize) -> H {
+    let at = h.entries.len() - n;
+    let t = h.entries[at].0;
+    h.entries
+        .insert(at, (t, Actor::Host(0), What::HostShutdown { inc: 1 }));
+    h
+}
+
+#[test]
+fn a_shutdown_ends_a_task_and_stops_waiting_for_an_effect() {
+    // A task ended `cancelled` with no stop asked for, and a keyed effect
+    // reported `unknown` with no response lost, are each wrong (the
+    // doctored histories above); written by a host asked to stop, they
+    // are how its unload ends live work (PROTOCOL.md 4.1).
+    let task = stopped_before_last(task_cancelled(false), 3);
+    assert_eq!(h_violations(&task, "turn-lifecycle"), Vec::<String>::new());
+    // (keyed_effect: the effect call, then the completion's append and
+    // sync.)
+    let effect = stopped_before_last(keyed_effect(false, "unknown"), 2);
+    assert_eq!(
+        h_violations(&effect, "effect-durability"),
+        Vec::<String>::new()
+    );
+}

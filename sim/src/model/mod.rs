@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use crate::run::START_MS;
+use crate::run::{SHUTDOWN_GRACE_MS, START_MS};
 use crate::trace::{Actor, Entry, Trace, What};
 use crate::workload::Scenario;
 use logfile::{LogFile, Shape};
@@ -204,6 +204,11 @@ struct EffectTruth {
     /// timed it out): the only way a keyed provider's outcome stays
     /// unknown, since recovery asks a keyed provider by key.
     response_lost: bool,
+    /// A call was in flight when its host was asked to stop gracefully
+    /// (or a stopping host made it): the shutdown stops waiting for it,
+    /// so its outcome stays unknown to that host (PROTOCOL.md 4.1: the
+    /// unload ends the session's live work).
+    cut_by_shutdown: bool,
 }
 
 /// How long after its due time a background task may still run at the end
@@ -259,6 +264,15 @@ pub struct Model {
     /// Sessions each host incarnation dropped (storage failure) or died
     /// holding: recovery is due at their next load.
     dead_holder: BTreeSet<String>,
+    /// Host incarnations asked to stop gracefully (`HostShutdown`), with
+    /// the time they were asked.
+    stopping: BTreeMap<(usize, u64), u64>,
+    /// The sessions each stopping incarnation closed for `hostShutdown`
+    /// (its `closed` records).
+    shutdown_closed: BTreeMap<(usize, u64), BTreeSet<String>>,
+    /// Sessions a host incarnation dropped on a storage failure: like a
+    /// crash, it says nothing more of them (no `session/closed`).
+    dropped: BTreeSet<(usize, u64, String)>,
     /// The lives of each session (one per lease grant), in file order.
     lives: BTreeMap<String, Vec<Life>>,
     /// Payload signatures of every command request any host received,
@@ -342,7 +356,31 @@ impl Model {
                 st.alive = true;
                 st.durable = *durable;
             }
-            What::HostCrash { inc, .. } => self.host_died(h, *inc),
+            What::HostCrash { inc, .. } => {
+                // A host asked to stop has SHUTDOWN_GRACE_MS to unload its
+                // sessions and exit (the simulator then kills it): the
+                // shutdown's syncs, stalls included, take far less.
+                if let Some(at) = self.stopping.get(&(h, *inc)) {
+                    let late = now_ms >= at + SHUTDOWN_GRACE_MS;
+                    self.rep.check(!late, "lease-unload", &format!("shutdown-hung {h}.{inc}"), || {
+                        format!("host{h} (incarnation {inc}) was asked to stop at {at} and still had sessions loaded or IO outstanding {SHUTDOWN_GRACE_MS} ms later")
+                    });
+                }
+                self.host_died(h, *inc)
+            }
+            What::HostShutdown { inc } => {
+                self.stopping.insert((h, *inc), now_ms);
+                for t in self.effects.values_mut() {
+                    if t.inflight.contains(&(h, *inc)) {
+                        t.cut_by_shutdown = true;
+                        t.uncertain = true;
+                    }
+                }
+            }
+            What::HostExit { inc } => {
+                self.host_exited(h, *inc);
+                self.host_died(h, *inc);
+            }
             What::Connect { link, host, inc } => {
                 self.req_links.remove(link);
                 self.links.insert(
@@ -558,6 +596,39 @@ impl Model {
 
     // ----- hosts, leases ------------------------------------------------
 
+    /// Host `h`'s incarnation `inc` finished a graceful shutdown and
+    /// exited (PROTOCOL.md 4.1): it unloaded every session it held, so it
+    /// holds no lease, and every link still open that was subscribed to a
+    /// session it closed got that session's `session/closed` (which ends
+    /// the subscription), the session's last event.
+    fn host_exited(&mut self, h: usize, inc: u64) {
+        for (sid, holder) in &self.leases {
+            if *holder == (h, inc) {
+                self.rep.fail(
+                    "lease-unload",
+                    &format!("exit-holding {sid} {h}.{inc}"),
+                    format!("host{h} (incarnation {inc}) finished its shutdown still holding the lease of session {sid}: it never unloaded it"),
+                );
+            }
+        }
+        let closed = self.shutdown_closed.remove(&(h, inc)).unwrap_or_default();
+        for (link, l) in &self.links {
+            if (l.host, l.inc) != (h, inc) || l.closed {
+                continue;
+            }
+            for (sid, sub) in &l.subs {
+                let dropped = self.dropped.contains(&(h, inc, sid.clone()));
+                if sub.active && closed.contains(sid) && !dropped {
+                    self.rep.fail(
+                        "lease-unload",
+                        &format!("exit-unclosed {link} {sid}"),
+                        format!("host{h} (incarnation {inc}) closed session {sid} for its shutdown and exited without sending session/closed on link{link}, which was subscribed to it"),
+                    );
+                }
+            }
+        }
+    }
+
     fn host_died(&mut self, h: usize, inc: u64) {
         if let Some(st) = self.hosts.get_mut(&h) {
             st.alive = false;
@@ -622,6 +693,10 @@ impl Model {
                 );
             }
         }
+        if self.leases.get(sid) != Some(&(h, inc)) {
+            // A new load reads the log as it is now (see lease_release).
+            self.rot_holder.remove(sid);
+        }
         self.leases.insert(sid.to_string(), (h, inc));
         *self.loads.entry(sid.to_string()).or_insert(0) += 1;
         let len = self.files.get(sid).map_or(0, |f| f.len());
@@ -678,14 +753,15 @@ impl Model {
         if self.leases.get(sid) == Some(&(h, inc)) {
             self.leases.remove(sid);
         }
-        if self.rot_holder.get(sid) == Some(&(h, inc)) {
-            self.rot_holder.remove(sid);
-        }
+        // A released holder may still send what its load wrote (frames
+        // gated on the syncs of its unload go out after the release): it
+        // stays the rot's holder until the session's next lease grant.
         self.holder_seen(sid, None);
     }
 
     fn storage_failed(&mut self, h: usize, inc: u64, sid: &str) {
         self.dead_holder.insert(sid.to_string());
+        self.dropped.insert((h, inc, sid.to_string()));
         let prefix = format!("{sid}:");
         for (k, t) in self.effects.iter_mut() {
             if k.starts_with(&prefix) && t.callers.contains(&(h, inc)) {
@@ -803,6 +879,7 @@ impl Model {
             let origin = Origin {
                 writer: r.writer,
                 at_ms: 0,
+                stopping: self.stopping.contains_key(&r.writer),
             };
             match b.kind().unwrap_or_default() {
                 "created" => {
@@ -829,6 +906,20 @@ impl Model {
                 }
                 "closed" => {
                     let reason = b.get("reason").as_str().unwrap_or_default().to_string();
+                    if reason == "hostShutdown" {
+                        // PROTOCOL.md 4.1: an unload is `idle` unless the
+                        // host is shutting down.
+                        let (w, wi) = r.writer;
+                        let asked = self.stopping.contains_key(&r.writer);
+                        self.rep.check(asked, "lease-unload", &format!("shutdown-close {sid} {w}.{wi}"), || {
+                            format!("session {sid}: host{w} (incarnation {wi}) closed its log for hostShutdown without being asked to stop")
+                        });
+                        self.shutdown_closed
+                            .entry(r.writer)
+                            .or_default()
+                            .insert(sid.to_string());
+                        self.rep.hit("4.1 shutdown unload");
+                    }
                     sess.close(&mut self.rep, &reason);
                 }
                 "received" => {
@@ -970,6 +1061,10 @@ impl Model {
             t.response_lost = true;
         } else {
             t.inflight.push((h, inc));
+            if self.stopping.contains_key(&(h, inc)) {
+                t.cut_by_shutdown = true;
+                t.uncertain = true;
+            }
         }
     }
 
@@ -1002,12 +1097,13 @@ impl Model {
             .map(|r| r["decision"].as_str().unwrap_or_default().to_string());
         // PROTOCOL.md 5: `unknown` is a lost response, or an effect in
         // flight at a crash "and not reconciled by key": recovery asks a
-        // keyed provider, so only a lost response leaves it unknown.
+        // keyed provider, so only a lost response (or a graceful shutdown
+        // that stopped waiting for it) leaves it unknown.
         let keyed = item["tool"] == "keyed";
         let ok = match (decision.as_deref(), outcome) {
             (Some("approved"), "committed") => truth.committed,
             (Some("approved"), "notStarted") => !truth.committed,
-            (Some("approved"), "unknown") if keyed => truth.response_lost,
+            (Some("approved"), "unknown") if keyed => truth.response_lost || truth.cut_by_shutdown,
             (Some("approved"), "unknown") => {
                 truth.uncertain || truth.performs == 0 || truth.answered.is_none()
             }
@@ -1807,7 +1903,7 @@ impl Model {
     fn notified(
         &mut self,
         h: usize,
-        _inc: u64,
+        inc: u64,
         link: u64,
         method: &str,
         p: &Value,
@@ -1818,6 +1914,15 @@ impl Model {
         }
         let Some(sid) = sid_of(p) else { return };
         if method == "session/closed" {
+            let reason = p["reason"].as_str().unwrap_or_default();
+            let ok = match reason {
+                "hostShutdown" => self.stopping.contains_key(&(h, inc)),
+                "idle" => true,
+                _ => false,
+            };
+            self.rep.check_lazy(ok, "lease-unload", || format!("closed-reason {sid} {h}.{inc}"), || {
+                format!("host{h} (incarnation {inc}) sent session/closed of session {sid} with reason {reason:?}, but it {}", if reason == "hostShutdown" { "was not asked to stop" } else { "is neither idle nor hostShutdown" })
+            });
             if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(&sid)) {
                 sub.end();
             }
@@ -1836,8 +1941,8 @@ impl Model {
         };
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         if self.rotten.contains_key(&sid) {
-            let ok = self.rot_holder.get(&sid) == Some(&(h, _inc));
-            self.rep.check(ok, "log-integrity", &format!("rot-event {sid} {h}.{_inc}"), || {
+            let ok = self.rot_holder.get(&sid) == Some(&(h, inc));
+            self.rep.check(ok, "log-integrity", &format!("rot-event {sid} {h}.{inc}"), || {
                 format!("host{h} sent {method} #{n} of session {sid} after its log rotted, from a load of the damaged log")
             });
             return;
@@ -1864,7 +1969,7 @@ impl Model {
                 }
             }
         } else {
-            self.eph_owner.entry(sid.clone()).or_insert((h, _inc));
+            self.eph_owner.entry(sid.clone()).or_insert((h, inc));
             let sess = self
                 .sessions
                 .entry(sid.clone())
@@ -1905,9 +2010,14 @@ impl Model {
             }
             let sess = self.sessions.get_mut(sid).expect("session");
             let (m, q, t) = sess.ahead.remove(&n2).expect("event");
+            let stopping = self
+                .hosts
+                .get(&h)
+                .is_some_and(|x| self.stopping.contains_key(&(h, x.inc)));
             let origin = Origin {
                 writer: (h, 0),
                 at_ms: t,
+                stopping,
             };
             sess.event(&mut self.rep, n2, &m, q, t, origin);
         }

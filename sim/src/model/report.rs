@@ -95,6 +95,7 @@ pub const RULES: &[&str] = &[
     "4.1 task/stop accepted",
     "4.1 task/stopAll",
     "4.1 idle unload",
+    "4.1 shutdown unload",
     // 4.3 turns
     "4.3 turn/start started",
     "4.3 turn/start queued",

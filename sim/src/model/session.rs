@@ -246,6 +246,9 @@ pub struct Origin {
     pub writer: (usize, u64),
     /// The host time of the record, when known.
     pub at_ms: u64,
+    /// The writer had been asked to stop gracefully (its live work ends
+    /// for `hostShutdown`).
+    pub stopping: bool,
 }
 
 /// Whether `c` is exactly the cursor of ordinal `n` of session `id`
@@ -1246,8 +1249,12 @@ impl Sess {
     pub fn close(&mut self, rep: &mut Report, reason: &str) {
         self.end_recovery(rep);
         let id = self.id.clone();
+        // A shutdown ends the live work (the running turn, its items,
+        // tasks, approvals) but leaves queued turns queued: accepted
+        // commands, launched at the session's next load (as after a
+        // recovery). An idle unload finds nothing queued.
         let idle = self.running.is_none()
-            && self.queue.is_empty()
+            && (self.queue.is_empty() || reason == "hostShutdown")
             && self.pending_approvals().is_empty()
             && !self
                 .tasks
@@ -1326,7 +1333,9 @@ impl Sess {
             "turn/started" => self.turn_started(rep, p, at_ms, origin),
             "turn/completed" => self.turn_completed(rep, p, at_ms, origin),
             "turn/unqueued" => self.turn_unqueued(rep, p),
-            "item/started" | "item/completed" => self.item_event(rep, method, p, at_ms),
+            "item/started" | "item/completed" => {
+                self.item_event(rep, method, p, at_ms, origin.stopping)
+            }
             "approval/requested" => self.approval_requested(rep, p),
             "approval/resolved" => self.approval_resolved(rep, p),
             "state/updated" => self.state_updated(rep, p),
@@ -1814,7 +1823,14 @@ impl Sess {
         }
     }
 
-    fn item_event(&mut self, rep: &mut Report, method: &str, p: &Value, at_ms: u64) {
+    fn item_event(
+        &mut self,
+        rep: &mut Report,
+        method: &str,
+        p: &Value,
+        at_ms: u64,
+        stopping: bool,
+    ) {
         let id = self.id.clone();
         let item = &p["item"];
         let item_id = s(&item["itemId"]);
@@ -1985,10 +2001,13 @@ impl Sess {
                         // Cancelled only by a stop asked for it (PROTOCOL.md
                         // 5: `task/stop` ends it `cancelled`; its turn's end
                         // does not: the turn completes without waiting).
+                        // A shutdown ends it too (PROTOCOL.md 4.1: every
+                        // task of an unloaded session ends first).
                         (Some(TaskSt::Running { .. }), "cancelled") => {
                             let since = self.task_since.get(&item_id).copied().unwrap_or(0);
                             self.stop_asked.contains(&item_id)
                                 || self.stop_all_ms.iter().any(|t| *t >= since)
+                                || stopping
                         }
                         (Some(TaskSt::Running { .. }), "failed") => true,
                         _ => false,

@@ -273,6 +273,8 @@ pub struct Model {
     /// Sessions a host incarnation dropped on a storage failure: like a
     /// crash, it says nothing more of them (no `session/closed`).
     dropped: BTreeSet<(usize, u64, String)>,
+    /// The last holder of each session's lease, until the next grant.
+    released_by: BTreeMap<String, (usize, u64)>,
     /// The lives of each session (one per lease grant), in file order.
     lives: BTreeMap<String, Vec<Life>>,
     /// Payload signatures of every command request any host received,
@@ -454,7 +456,14 @@ impl Model {
                 f.rot(*offset as usize);
                 f.damaged = true;
                 self.rotten.insert(session.clone(), idx);
-                if let Some(holder) = self.leases.get(session).copied() {
+                // The holder, or the last one if none took the lease since
+                // it released it (its unload's frames may still go out).
+                let holder = self
+                    .leases
+                    .get(session)
+                    .or_else(|| self.released_by.get(session))
+                    .copied();
+                if let Some(holder) = holder {
                     self.rot_holder.insert(session.clone(), holder);
                     // What the holder already received it may still
                     // answer from memory.
@@ -697,6 +706,7 @@ impl Model {
             // A new load reads the log as it is now (see lease_release).
             self.rot_holder.remove(sid);
         }
+        self.released_by.remove(sid);
         self.leases.insert(sid.to_string(), (h, inc));
         *self.loads.entry(sid.to_string()).or_insert(0) += 1;
         let len = self.files.get(sid).map_or(0, |f| f.len());
@@ -755,7 +765,9 @@ impl Model {
         }
         // A released holder may still send what its load wrote (frames
         // gated on the syncs of its unload go out after the release): it
-        // stays the rot's holder until the session's next lease grant.
+        // stays the rot's holder until the session's next lease grant, and
+        // a rot before that grant is its too.
+        self.released_by.insert(sid.to_string(), (h, inc));
         self.holder_seen(sid, None);
     }
 

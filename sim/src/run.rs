@@ -264,7 +264,42 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         workload: plan.workload.unwrap_or(Workload::of(cfg.scenario)),
         host_seeds: vec![0; cfg.scenario.hosts_count()],
     };
-    let probe = s.go(probe);
+    // A panic of the host (or of the simulator) ends the run as a failure
+    // of its seed, replayable and shrinkable like any other: the trace up
+    // to the panic is kept, and the judges are not asked about a run cut
+    // short.
+    let panicked = {
+        let _quiet = panics::Capture::begin();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.go(probe))) {
+            Ok(p) => Err(p),
+            Err(payload) => Ok(panics::text(&payload)),
+        }
+    };
+    let probe = match panicked {
+        Err(p) => p,
+        Ok(text) => {
+            s.note(Actor::World, What::Note(format!("panic: {text}")));
+            let at = s.trace.entries.len().checked_sub(1);
+            let v = oracle::Violation::new("no-panic", at, format!("the run panicked: {text}"));
+            let mix = s.mix.describe();
+            return RunResult {
+                config: cfg.clone(),
+                mix,
+                simulated_ms: s.w.now_ms - START_MS,
+                events_count: s.events_count,
+                wire_bytes: s.wire_bytes,
+                faults: s.faults,
+                crash_point_hits: s.cp_hits,
+                crash_point_crashes: s.cp_crashes,
+                violations: vec![v],
+                rules: BTreeMap::new(),
+                trace: s.trace,
+                clients: s.clients,
+                choices: s.w.take_choices(),
+                probe: None,
+            };
+        }
+    };
     // With compaction on, the model judges the trace as a host that never
     // compacts would have left it (`Trace::logical`); `MSP_SIM_JUDGE=raw`
     // shows what it makes of the compacted trace itself.
@@ -1642,5 +1677,63 @@ fn line_text(line: &[u8]) -> String {
     match std::str::from_utf8(line) {
         Ok(s) => s.to_owned(),
         Err(_) => String::from_utf8_lossy(line).into_owned(),
+    }
+}
+
+/// Panics inside a run: caught by [`run_with`] and reported as the
+/// `no-panic` property, with the message and place the panic hook saw.
+mod panics {
+    use std::cell::{Cell, RefCell};
+    use std::sync::Once;
+
+    thread_local! {
+        /// This thread is inside a run: its panics are captured, not printed.
+        static CAPTURING: Cell<bool> = const { Cell::new(false) };
+        /// What the hook saw of this thread's last captured panic.
+        static LAST: RefCell<Option<String>> = const { RefCell::new(None) };
+    }
+
+    static HOOK: Once = Once::new();
+
+    /// Captures this thread's panics until dropped. The hook it installs
+    /// once chains to the one before it for every other panic (a failing
+    /// test's assertion still prints).
+    pub struct Capture;
+
+    impl Capture {
+        pub fn begin() -> Capture {
+            HOOK.call_once(|| {
+                let before = std::panic::take_hook();
+                std::panic::set_hook(Box::new(move |info| {
+                    if CAPTURING.with(Cell::get) {
+                        LAST.with(|l| *l.borrow_mut() = Some(info.to_string()));
+                    } else {
+                        before(info);
+                    }
+                }));
+            });
+            CAPTURING.with(|c| c.set(true));
+            LAST.with(|l| *l.borrow_mut() = None);
+            Capture
+        }
+    }
+
+    impl Drop for Capture {
+        fn drop(&mut self) {
+            CAPTURING.with(|c| c.set(false));
+        }
+    }
+
+    /// The panic's text: what the hook saw (message and place), else the
+    /// payload's message.
+    pub fn text(payload: &Box<dyn std::any::Any + Send>) -> String {
+        if let Some(t) = LAST.with(|l| l.borrow_mut().take()) {
+            return t.replace('\n', " ");
+        }
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string())
     }
 }

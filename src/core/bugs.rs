@@ -22,11 +22,15 @@ pub enum Bug {
     /// An effect in flight at a crash is performed again at a provider that
     /// does not honour keys, instead of being reported `unknown`.
     RetryUnkeyedEffect,
+    /// The host panics when a command's replay reaches the ledger (an
+    /// `unwrap` on a path only duplicates take): the simulator must turn
+    /// a crash of the code under test into a failing seed like any other.
+    PanicOnReplay,
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 9] = [
         Bug::AckBeforeSync,
         Bug::DedupeInMemoryOnly,
         Bug::SkipPayloadCheck,
@@ -35,6 +39,7 @@ impl Bug {
         Bug::LeaseNotChecked,
         Bug::TornTailAccepted,
         Bug::RetryUnkeyedEffect,
+        Bug::PanicOnReplay,
     ];
 
     /// The `--bug` name.
@@ -48,6 +53,7 @@ impl Bug {
             Bug::LeaseNotChecked => "lease-not-checked",
             Bug::TornTailAccepted => "torn-tail-accepted",
             Bug::RetryUnkeyedEffect => "retry-unkeyed-effect",
+            Bug::PanicOnReplay => "panic-on-replay",
         }
     }
 

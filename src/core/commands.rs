@@ -160,6 +160,10 @@ impl Host {
         let l = self.loaded(sid).expect("loaded");
         if let Some((id, e)) = l.s.ledger.get_key_value(&CmdKey::of(key)) {
             if e.same_payload(sig) || self.bugs.has(Bug::SkipPayloadCheck) {
+                assert!(
+                    !self.bugs.has(Bug::PanicOnReplay),
+                    "planted bug panic-on-replay: a replay of {key}"
+                );
                 return Ledger::Replay(e.replay_answer(id), e.durable_at);
             }
             return Ledger::Conflict;

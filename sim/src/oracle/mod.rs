@@ -44,7 +44,7 @@ impl Violation {
 }
 
 /// Every property name: the promise a violation breaks.
-pub const PROPERTIES: [&str; 22] = [
+pub const PROPERTIES: [&str; 23] = [
     // The three promises.
     "exactly-once-effect",
     "durable-dedupe",
@@ -73,6 +73,8 @@ pub const PROPERTIES: [&str; 22] = [
     // The run itself.
     "liveness",
     "run-bounded",
+    // The code under test (or the simulator) panicked: the run stops there.
+    "no-panic",
 ];
 
 /// Runs every judge over a finished run.

@@ -1041,16 +1041,7 @@ impl Sim {
     fn host_exit(&mut self, h: usize) {
         let inc = self.hosts[h].inc;
         self.note(Actor::Host(h), What::HostExit { inc });
-        let links = self.hosts[h].kill();
-        for l in links {
-            self.sever(l, "host exited", false);
-        }
-        for session in self.disk.free_leases(h) {
-            self.note(Actor::Host(h), What::LeaseRelease { inc, session });
-        }
-        self.hosts[h].restart_pending = true;
-        let at = self.w.now_ms + self.w.range(Decision::Placement, 50, 1_500);
-        self.w.schedule(at, Event::Restart(h));
+        self.end_process(h, "host exited");
     }
 
     /// A crash decided at a step or crash point of host `h`: a process
@@ -1070,9 +1061,17 @@ impl Sim {
     fn crash_process(&mut self, h: usize, point: Option<&'static str>) {
         let inc = self.hosts[h].inc;
         self.note(Actor::Host(h), What::HostCrash { inc, point });
+        self.end_process(h, "host died");
+    }
+
+    /// The end of host `h`'s process, however it came (a crash or an
+    /// exit): its links close with `why`, the leases it held are freed,
+    /// and it restarts after a delay.
+    fn end_process(&mut self, h: usize, why: &'static str) {
+        let inc = self.hosts[h].inc;
         let links = self.hosts[h].kill();
         for l in links {
-            self.sever(l, "host died", false);
+            self.sever(l, why, false);
         }
         for session in self.disk.free_leases(h) {
             self.note(Actor::Host(h), What::LeaseRelease { inc, session });

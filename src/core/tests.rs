@@ -87,6 +87,21 @@ fn decision(n: u32, aid: &Value, choice: &str) -> Value {
 
 /// A harness whose sessions unload after `idle_ms` idle, with one
 /// initialized connection.
+/// Starts the session, runs `!effect keyed write-a` to its approval
+/// request and approves it (request 3, cid(20)), `arm` setting the
+/// harness's effect fault just before; the effect takes place. Returns
+/// the tool call's item id.
+fn approved_keyed_effect(h: &mut Harness, c: u64, arm: impl FnOnce(&mut Harness)) -> Value {
+    start(h, c);
+    let f = turn(h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let p = approval_asked(&f);
+    let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
+    arm(h);
+    req(h, c, 3, "approval/decide", decision(20, &aid, "approve"));
+    assert_eq!(h.disk.keyed.len(), 1, "the effect took place");
+    item
+}
+
 fn idle_check(idle_ms: u64) -> (Harness, u64) {
     let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
     cfg.idle_unload_ms = idle_ms;
@@ -1950,19 +1965,7 @@ fn an_effect_awaiting_its_answer_keeps_the_session_loaded_until_it_completes() {
     // not recovered, so unloading first left it `inProgress` for ever
     // (mixed seed 43 at 256 commands per client).
     let (mut h, c) = idle_check(1000);
-    start(&mut h, c);
-    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
-    let p = approval_asked(&f);
-    let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
-    h.lose_next_effect_response = true;
-    req(
-        &mut h,
-        c,
-        3,
-        "approval/decide",
-        decision(20, &aid, "approve"),
-    );
-    assert_eq!(h.disk.keyed.len(), 1, "the effect took place");
+    let item = approved_keyed_effect(&mut h, c, |h| h.lose_next_effect_response = true);
     turn(&mut h, c, 4, 11, "hi", json!({"ifBusy": "replace"}));
     req(&mut h, c, 5, "view/unsubscribe", json!({"sessionId": SID}));
     h.advance(5_000);
@@ -1997,19 +2000,7 @@ fn a_shutdown_ends_the_effects_it_would_wait_for_and_records_nothing_after_close
     // `inProgress` in a cleanly closed log, never recovered
     // (lease-handover seed 790).
     let (mut h, c) = check(Durability::Durable);
-    start(&mut h, c);
-    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
-    let p = approval_asked(&f);
-    let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
-    h.hold_next_effect_response = true;
-    req(
-        &mut h,
-        c,
-        3,
-        "approval/decide",
-        decision(20, &aid, "approve"),
-    );
-    assert_eq!(h.disk.keyed.len(), 1, "the effect took place");
+    let item = approved_keyed_effect(&mut h, c, |h| h.hold_next_effect_response = true);
     assert_eq!(h.held_effect_responses.len(), 1, "its answer is held");
     h.hold_syncs = true;
     h.shutdown();

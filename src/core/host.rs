@@ -818,6 +818,16 @@ impl Host {
             .unwrap_or(0)
     }
 
+    /// Counts `sid`'s durable events up to `n` as sent on `conn` (a
+    /// backlog queued ungated, read from the log of a session not loaded
+    /// here).
+    pub(crate) fn mark_delivered(&mut self, conn: ConnId, sid: &str, n: u64) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let d = c.delivered.entry(sid.to_string()).or_default();
+            *d = (*d).max(n);
+        }
+    }
+
     /// Queues a response.
     pub(crate) fn respond(
         &mut self,

@@ -600,10 +600,19 @@ impl Host {
                     &super::record::Answer::Result(json!({"viewCursor": head})),
                     None,
                 );
+                // As for a loaded session: never repeat on a connection
+                // what it was already sent (a duplicated line, a second
+                // view), and remember what this backlog sends.
+                let after_n = after_n.max(self.delivered_upto(conn, &sid));
+                let mut sent = after_n;
                 for e in s.events.iter().filter(|e| e.n > after_n) {
                     let line =
                         envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms);
                     self.enqueue(conn, line, None, None);
+                    sent = e.n;
+                }
+                if sent > after_n {
+                    self.mark_delivered(conn, &sid, sent);
                 }
                 return Flow::Done;
             }

@@ -112,6 +112,9 @@ pub struct Ctx {
     /// The hosts' idle-unload delay (0: never), so a client can let its
     /// session be unloaded on purpose.
     pub idle_unload_ms: u64,
+    /// An SDK observer subscribes (`view/subscribe`) as well as reads
+    /// ([`crate::plan::Draws::WithSubscriptions`] and later).
+    pub subscribes: bool,
 }
 
 /// An SDK-like client.

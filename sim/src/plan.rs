@@ -65,13 +65,17 @@ pub enum Draws {
     /// Version 3: the fault mix then draws a `shutdown` level; a host
     /// whose step draws a crash may instead be shut down gracefully
     /// (one more decision at such a step, only when the level is on).
-    #[default]
     WithShutdowns,
+    /// Version 4: an SDK observer's every fifth read is a `view/subscribe`
+    /// (or the `view/unsubscribe` that ends it). No draw is added; the
+    /// reads change, and with them what the hosts do.
+    #[default]
+    WithSubscriptions,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithShutdowns;
+    pub const CURRENT: Draws = Draws::WithSubscriptions;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -79,6 +83,7 @@ impl Draws {
             Draws::BeforeStalls => 1,
             Draws::WithStalls => 2,
             Draws::WithShutdowns => 3,
+            Draws::WithSubscriptions => 4,
         }
     }
 
@@ -88,6 +93,7 @@ impl Draws {
             1 => Some(Draws::BeforeStalls),
             2 => Some(Draws::WithStalls),
             3 => Some(Draws::WithShutdowns),
+            4 => Some(Draws::WithSubscriptions),
             _ => None,
         }
     }

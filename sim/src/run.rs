@@ -32,7 +32,7 @@ use crate::disk::Disk;
 use crate::faults::FaultMix;
 use crate::net::Link;
 use crate::oracle::{self, Violation};
-use crate::plan::{Plan, Probe, ProbeSeen, Workload};
+use crate::plan::{Draws, Plan, Probe, ProbeSeen, Workload};
 use crate::process::HostProc;
 use crate::trace::{Actor, Fnv, Trace, What};
 use crate::workload::Scenario;
@@ -168,6 +168,8 @@ struct Sim {
     w: World,
     cfg: RunConfig,
     mix: FaultMix,
+    /// Which decisions and moves this run makes (its plan's).
+    draws: Draws,
     durability: Durability,
     bugs: BugSet,
     idle_unload_ms: u64,
@@ -240,6 +242,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
         w,
         cfg: cfg.clone(),
         mix,
+        draws: plan.draws,
         durability,
         bugs: cfg.bug.map(BugSet::one).unwrap_or_default(),
         idle_unload_ms,
@@ -597,6 +600,7 @@ impl Sim {
             sessions,
             session_issued,
             idle_unload_ms: self.idle_unload_ms,
+            subscribes: self.draws >= Draws::WithSubscriptions,
         }
     }
 

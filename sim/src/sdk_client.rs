@@ -132,6 +132,9 @@ pub struct SdkClient {
     /// (`nextCursor`) and its direction: an observer walks a session's
     /// history page by page, as a client would (the model judges each).
     pages: BTreeMap<String, (String, bool)>,
+    /// The session an observer is subscribed to by `view/subscribe` on
+    /// its current link (see [`SdkClient::subscription`]).
+    subscribed: Option<String>,
     idle_until_ms: u64,
     last_list_ms: u64,
     resend_after_reload: bool,
@@ -351,6 +354,7 @@ impl SdkClient {
             thinned: BTreeMap::new(),
             pages_on: pages,
             pages: BTreeMap::new(),
+            subscribed: None,
             idle_until_ms: 0,
             last_list_ms: 0,
             resend_after_reload: false,
@@ -429,6 +433,8 @@ impl SdkClient {
     /// The link closed (cut, host death, our own close).
     pub fn on_closed(&mut self, c: &mut Client) {
         c.link = None;
+        // A subscription ends with its link.
+        self.subscribed = None;
         self.core.handle_disconnected(self.now_ms);
     }
 
@@ -930,6 +936,13 @@ impl SdkClient {
     }
 
     fn observe(&mut self, w: &mut World, ctx: &Ctx) {
+        // Once faults heal, no subscription keeps a session loaded (an
+        // idle unload or a lease handover waits for its subscribers).
+        if ctx.healing {
+            if let Some(old) = self.subscribed.take() {
+                self.send_stray("view/unsubscribe", json!({"sessionId": old}));
+            }
+        }
         if ctx.sessions.is_empty() || !w.chance(Decision::Client, 150) {
             return;
         }
@@ -945,6 +958,10 @@ impl SdkClient {
         // the core only checks it is JSON and does not build it.
         if let Ok(sid) = SessionId::parse(&s) {
             self.observed += 1;
+            if ctx.subscribes && !ctx.healing && self.observed % 5 == 4 {
+                self.subscription(&s);
+                return;
+            }
             let spec = match self.observed % 4 {
                 0 => ReadSpec::SessionMeta { session_id: sid },
                 1 if self.pages_on => {
@@ -964,6 +981,38 @@ impl SdkClient {
                 self.reads.insert(h, ReadKind::Observe);
             }
         }
+    }
+
+    /// An observer's subscription, every fifth observation: ends the one
+    /// it holds (`view/unsubscribe`), else opens one on `s`
+    /// (`view/subscribe`) whose `after` is, by turn: absent, the empty
+    /// view, where the page walk of `s` stands, that cursor's ephemeral
+    /// form, one far past the head, a non-canonical spelling (the last
+    /// two must be refused `missingAnchor`). The events after `after`
+    /// come first, then live ones while it lasts (about five
+    /// observations); `s` may be loaded on the link's host, elsewhere or
+    /// nowhere. The answers are the model's to judge; no draw is made.
+    fn subscription(&mut self, s: &str) {
+        if let Some(old) = self.subscribed.take() {
+            self.send_stray("view/unsubscribe", json!({"sessionId": old}));
+            return;
+        }
+        let walked = self.pages.get(s).map(|(c, _)| c.clone());
+        let empty = format!("v:{s}:0");
+        let after = match (self.observed / 5) % 6 {
+            0 => None,
+            1 => Some(empty),
+            2 => Some(walked.unwrap_or(empty)),
+            3 => Some(format!("{}.1", walked.unwrap_or(empty))),
+            4 => Some(format!("v:{s}:1000000")),
+            _ => Some(format!("v:{s}:01")),
+        };
+        let mut p = json!({"sessionId": s});
+        if let Some(a) = after {
+            p["after"] = json!(a);
+        }
+        self.send_stray("view/subscribe", p);
+        self.subscribed = Some(s.to_string());
     }
 
     /// A `view/page` of `sid`, 1..=[`PAGE_LIMIT`] events: the next page of

@@ -2352,3 +2352,65 @@ fn a_shutdown_ends_a_task_and_stops_waiting_for_an_effect() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn read_consistency_view_subscribe_after_a_cursor_the_session_never_issued() {
+    // `after` must be a cursor the session issued, spelled as hosts spell
+    // it: one with a leading zero, or past the head, must be refused
+    // `missingAnchor`; one durable when the request arrived never is.
+    let missing = json!({"code": -32011, "message": "unknown cursor anchor",
+                         "data": {"kind": "notFound", "reason": "missingAnchor", "sessionId": S}});
+    let odd = format!("v:{S}:01");
+    // (after, answered at the head rather than refused, legal)
+    let cases = [
+        (odd.clone(), true, false),
+        (cursor(9), true, false),
+        (cursor(2), true, true),
+        (odd, false, true),
+        (cursor(9), false, true),
+        (cursor(1), false, false),
+    ];
+    for (after, answered, legal) in cases {
+        let mut h = H::new();
+        h.start();
+        h.turn(3, 3, "hi");
+        h.recv(8, "view/subscribe", json!({"sessionId": S, "after": after}));
+        if answered {
+            h.answer(8, json!({"viewCursor": cursor(2)}));
+        } else {
+            h.reject(8, missing.clone());
+        }
+        judged(&h, legal, "read-consistency");
+    }
+}
+
+#[test]
+fn view_cursor_order_a_view_subscribe_backlog_never_sent() {
+    // The events after `after` go out with the answer: the link's next
+    // response comes after them.
+    let mut h = H::new();
+    h.start();
+    h.turn(3, 3, "hi");
+    // An observer's link, which saw nothing of the session yet.
+    h.push(
+        Actor::Client(1),
+        What::Connect {
+            link: 2,
+            host: 0,
+            inc: 1,
+        },
+    );
+    h.recv_on(
+        2,
+        8,
+        "view/subscribe",
+        json!({"sessionId": S, "after": cursor(0)}),
+    );
+    h.send_on(
+        2,
+        json!({"jsonrpc": "2.0", "id": 8, "result": {"viewCursor": cursor(2)}}),
+    );
+    h.recv_on(2, 9, "view/unsubscribe", json!({"sessionId": S}));
+    h.send_on(2, json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
+    caught(&h, "view-cursor-order");
+}

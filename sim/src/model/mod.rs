@@ -126,6 +126,12 @@ struct Sub {
     /// What this subscription carried of agent messages (PROTOCOL.md 5);
     /// a new subscription starts it again.
     stream: MsgStream,
+    /// The head a `view/subscribe` answered: the events up to it are sent
+    /// with the answer, so the link's next response comes after them.
+    due: Option<u64>,
+    /// That head, when the answering host did not hold the session: its
+    /// backlog was read from the log file, not from a holder's memory.
+    from_file: Option<u64>,
 }
 
 impl Sub {
@@ -134,6 +140,8 @@ impl Sub {
     fn end(&mut self) {
         self.active = false;
         self.stream = MsgStream::default();
+        self.due = None;
+        self.from_file = None;
     }
 }
 
@@ -610,6 +618,8 @@ impl Model {
     /// holds no lease, and every link still open that was subscribed to a
     /// session it closed got that session's `session/closed` (which ends
     /// the subscription), the session's last event.
+    /// (A view answered from the log file by a host that did not hold
+    /// the session gets no live events, nor their end.)
     fn host_exited(&mut self, h: usize, inc: u64) {
         for (sid, holder) in &self.leases {
             if *holder == (h, inc) {
@@ -627,7 +637,7 @@ impl Model {
             }
             for (sid, sub) in &l.subs {
                 let dropped = self.dropped.contains(&(h, inc, sid.clone()));
-                if sub.active && closed.contains(sid) && !dropped {
+                if sub.active && sub.from_file.is_none() && closed.contains(sid) && !dropped {
                     self.rep.fail(
                         "lease-unload",
                         &format!("exit-unclosed {link} {sid}"),
@@ -1288,7 +1298,7 @@ impl Model {
     fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &str, _now_ms: u64) {
         // A result is read only for a request this link has open whose
         // answer the model reads: a command's, a page's, a pending list's,
-        // or a `session/read`'s (see
+        // a `view/subscribe`'s, or a `session/read`'s (see
         // `answered` and `read_answered`; a read's snapshot items as text,
         // see `Sess::judge_snapshot`); any other is only checked.
         let link_st = self.links.get(&link);
@@ -1308,6 +1318,7 @@ impl Model {
             Some(r)
                 if wire::is_command(&r.method)
                     || r.method == "view/page"
+                    || r.method == "view/subscribe"
                     || r.method == "approval/listPending" =>
             {
                 wire::Keep::Whole
@@ -1394,6 +1405,10 @@ impl Model {
     ) {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
+        self.backlogs_sent(h, link, &method);
+        if let (Ok(r), "view/subscribe", Some(s)) = (&outcome, method.as_str(), &req.sid) {
+            self.view_subscribed(h, inc, link, &req, r, s);
+        }
         if let (Ok(_), "view/unsubscribe", Some(s)) = (&outcome, method.as_str(), &req.sid) {
             // The host dropped the link from the view when it answered
             // (a link's lines leave in order: what it had queued for the
@@ -1891,6 +1906,89 @@ impl Model {
 
     // ----- views --------------------------------------------------------
 
+    /// A `view/subscribe` answered (PROTOCOL.md 4.2): `{viewCursor}`, the
+    /// session's head; the events after `after` (absent: after the head)
+    /// are sent with the answer, with no gap and no repeat, then live ones
+    /// while the session is loaded there. `after` is a cursor the session
+    /// issued, spelled as the host spells it, never past the head the
+    /// answer names; a durable host's head is at least what was durable
+    /// when the request arrived.
+    fn view_subscribed(&mut self, h: usize, inc: u64, link: u64, req: &Req, r: &Value, sid: &str) {
+        let subject = || format!("subscribe {sid} {link}");
+        let Some((head, 0)) = r["viewCursor"]
+            .as_str()
+            .and_then(|c| wire::canonical_cursor_of(sid, c))
+        else {
+            self.rep.fail("read-consistency", &subject(), format!(
+                "host{h} answered view/subscribe of session {sid} with viewCursor {}, not a durable cursor of it", r["viewCursor"]
+            ));
+            return;
+        };
+        let after = req.params.get("after").filter(|a| !a.is_null());
+        let floor = match after {
+            None => head,
+            Some(a) => match a.as_str().and_then(|c| wire::canonical_cursor_of(sid, c)) {
+                Some((n, _)) if n <= head => n,
+                _ => {
+                    self.rep.fail("read-consistency", &subject(), format!(
+                        "host{h} accepted view/subscribe of session {sid} after {a}, a cursor it never issued (its head #{head}): missingAnchor was due"
+                    ));
+                    return;
+                }
+            },
+        };
+        let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
+        if durable_host && !self.rotten.contains_key(sid) && head < req.floor {
+            self.rep.fail("read-consistency", &subject(), format!(
+                "host{h} (incarnation {inc}) answered view/subscribe of session {sid} at head #{head}, behind #{} that was durable when it arrived", req.floor
+            ));
+        }
+        self.rep.hit(if after.is_some() {
+            "4.2 view/subscribe after a cursor"
+        } else {
+            "4.2 view/subscribe from the head"
+        });
+        // A link never gets an event twice (as after a resume), even in a
+        // new view after an unsubscribe: the host skips what it sent. A
+        // view read from the file had only its backlog (its host keeps no
+        // subscription): a new one starts afresh.
+        if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(sid)) {
+            if sub.from_file.is_some() {
+                sub.end();
+            }
+        }
+        self.subscribe(link, sid, floor);
+        // Nothing is due from the head, nor what the link already had.
+        let holds = self.leases.get(sid) == Some(&(h, inc));
+        if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(sid)) {
+            if head > floor.max(sub.last) {
+                sub.due = Some(head);
+            }
+            sub.from_file = (!holds).then_some(head);
+        }
+    }
+
+    /// A response on `link`: every `view/subscribe` answered on it before
+    /// has had its backlog sent (the host queues it with the answer, and
+    /// a link's lines leave in order).
+    fn backlogs_sent(&mut self, h: usize, link: u64, method: &str) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        for (sid, sub) in l.subs.iter_mut() {
+            let Some(due) = sub.due.take() else { continue };
+            if !sub.active || sub.last >= due {
+                continue;
+            }
+            let last = sub.last;
+            self.rep.fail(
+                "view-cursor-order",
+                &format!("backlog {link} {sid}"),
+                format!("link{link}: host{h} answered view/subscribe of session {sid} at head #{due}, but its answer to a later {method} came when the link had the events up to #{last} only"),
+            );
+        }
+    }
+
     fn subscribe(&mut self, link: u64, sid: &str, floor: u64) {
         let Some(l) = self.links.get_mut(&link) else {
             return;
@@ -1966,7 +2064,21 @@ impl Model {
         }
         if durable_host {
             let known = self.sessions.get(&sid).and_then(|s| s.events.get(&n));
+            // The backlog of a `view/subscribe` answered by a host that did
+            // not hold the session: read from the log file, which another
+            // host may have written past its last sync (PROTOCOL.md 4.2:
+            // reads fold the log up to its last complete record, as
+            // `view/page` and `session/read` do).
+            let from_file = self
+                .links
+                .get(&link)
+                .and_then(|l| l.subs.get(&sid))
+                .and_then(|sub| sub.from_file)
+                .is_some_and(|due| n <= due);
             match known {
+                None if from_file => self
+                    .rep
+                    .hit("4.2 view/subscribe backlog read from the file"),
                 None => self.rep.fail(
                     "cursor-uniqueness",
                     &format!("unsynced {sid} {n}"),
@@ -2295,7 +2407,10 @@ impl Model {
             }
             -32600 => req.refused_before_handshake(e),
             -32020 => !req.existed || !self.durable_run,
-            -32011 => req.method == "view/page",
+            -32011 => {
+                req.method == "view/page"
+                    || (req.method == "view/subscribe" && self.anchor_missing(sid, req))
+            }
             _ => false,
         };
         self.rep.check(ok, "read-consistency", &format!("read-refused {sid} {}", self.rep.at), || {
@@ -2304,6 +2419,23 @@ impl Model {
                 req.method, req.existed, req.storage_failed
             )
         });
+    }
+
+    /// Whether a `view/subscribe` may be refused `missingAnchor`: its
+    /// `after` is not a cursor of the session as a host spells one, or
+    /// names an event past what was durable when it arrived (a power loss
+    /// may have taken it), or the log rotted.
+    fn anchor_missing(&mut self, sid: &str, req: &Req) -> bool {
+        let after = req.params["after"].as_str();
+        let ok = match after.map(|a| wire::canonical_cursor_of(sid, a)) {
+            Some(None) => true,
+            Some(Some((n, _))) => n > req.floor || self.rotten.contains_key(sid),
+            None => false,
+        };
+        if ok {
+            self.rep.hit("4.2 view/subscribe refused missingAnchor");
+        }
+        ok
     }
 
     /// A `view/page` refused for what it read. Of a session that existed

@@ -154,18 +154,25 @@ pub const RULES: &[&str] = &[
 ];
 
 /// Rules only the SDK client's observer reaches (it pages histories with
-/// `view/page`; the simulator's own client and `sdk-v1` do not); a
+/// `view/page` and subscribes with `view/subscribe`; the simulator's own
+/// client and `sdk-v1` do not); a
 /// 100-seed `mixed` sweep of client `sdk` must exercise each.
 pub const PAGE_RULES: &[&str] = &[
     "4.2 view/page forward",
     "4.2 view/page backward",
     "4.2 view/page from a cursor",
+    "4.2 view/subscribe after a cursor",
+    "4.2 view/subscribe from the head",
+    "4.2 view/subscribe refused missingAnchor",
 ];
 
 /// Rules a sweep counts and prints but does not owe: too rare for every
 /// 100 seeds to reach them (an interrupt landing inside a message's
 /// stream: 2-9 per 100 `mixed` seeds).
-pub const OBSERVED_RULES: &[&str] = &["5 agent message cut by its turn's end"];
+pub const OBSERVED_RULES: &[&str] = &[
+    "5 agent message cut by its turn's end",
+    "4.2 view/subscribe backlog read from the file",
+];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep
 /// must exercise each.

@@ -1037,10 +1037,42 @@ pub fn cursor_of(sid: &str, cursor: &str) -> Option<(u64, u64)> {
     Some((n, k))
 }
 
+/// [`cursor_of`], only for the canonical spelling (`v:<sid>:<n>` or
+/// `v:<sid>:<n>.<k>`, decimal without leading zeros, `k` from 1): the
+/// only cursors a host ever issues, so the only ones it may accept.
+pub fn canonical_cursor_of(sid: &str, cursor: &str) -> Option<(u64, u64)> {
+    let (n, k) = cursor_of(sid, cursor)?;
+    let spelled = if k == 0 {
+        format!("v:{sid}:{n}")
+    } else {
+        format!("v:{sid}:{n}.{k}")
+    };
+    (spelled == cursor).then_some((n, k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_a_cursor_spelled_as_hosts_spell_it_is_canonical() {
+        let s = "s1";
+        assert_eq!(canonical_cursor_of(s, "v:s1:0"), Some((0, 0)));
+        assert_eq!(canonical_cursor_of(s, "v:s1:12.3"), Some((12, 3)));
+        for bad in [
+            "v:s1:01",
+            "v:s1:1.01",
+            "v:s1:1.0",
+            "v:s1:+1",
+            "v:s2:1",
+            "v:s1:",
+        ] {
+            assert_eq!(canonical_cursor_of(s, bad), None, "{bad}");
+        }
+        // The lenient reading takes a leading zero.
+        assert_eq!(cursor_of(s, "v:s1:01"), Some((1, 0)));
+    }
 
     /// Each item's canonical text (how the model keeps known items).
     fn texts(items: &[Value]) -> Vec<String> {

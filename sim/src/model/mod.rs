@@ -1971,13 +1971,15 @@ impl Model {
     /// A response on `link`: every `view/subscribe` answered on it before
     /// has had its backlog sent (the host queues it with the answer, and
     /// a link's lines leave in order).
+    /// (A rotted session's events are not followed link by link: see
+    /// `notified`.)
     fn backlogs_sent(&mut self, h: usize, link: u64, method: &str) {
         let Some(l) = self.links.get_mut(&link) else {
             return;
         };
         for (sid, sub) in l.subs.iter_mut() {
             let Some(due) = sub.due.take() else { continue };
-            if !sub.active || sub.last >= due {
+            if !sub.active || sub.last >= due || self.rotten.contains_key(sid) {
                 continue;
             }
             let last = sub.last;

@@ -818,6 +818,36 @@ impl Host {
             .unwrap_or(0)
     }
 
+    /// The highest durable ordinal of `sid` sent on `conn` or already
+    /// queued for it (a frame not yet released, an archived backlog still
+    /// being read): a new subscription starts after it. A subscription
+    /// ended before its queued frames left (a shutdown's `session/closed`
+    /// in the same drain) must not have them sent twice by the next one
+    /// (a duplicated resume line answered after it, mixed seed 7086).
+    pub(crate) fn sent_or_queued_upto(&self, conn: ConnId, sid: &str) -> u64 {
+        let Some(c) = self.conns.get(&conn) else {
+            return 0;
+        };
+        let queued = c
+            .outq
+            .iter()
+            .filter_map(|f| f.event.as_ref())
+            .filter(|(s, _)| s == sid)
+            .map(|&(_, n)| n);
+        let reading = self.history_jobs.values().filter_map(|j| match j {
+            HistoryJob::Backlog {
+                conn: jc,
+                sid: js,
+                last_n,
+                ..
+            } if *jc == conn && js == sid => Some(*last_n),
+            _ => None,
+        });
+        queued
+            .chain(reading)
+            .fold(self.delivered_upto(conn, sid), u64::max)
+    }
+
     /// Counts `sid`'s durable events up to `n` as sent on `conn` (a
     /// backlog queued ungated, read from the log of a session not loaded
     /// here).

@@ -472,7 +472,7 @@ impl Host {
             // an earlier incarnation of the session (storage failure, then
             // a duplicated resume line).
             let asked = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
-            asked.max(self.delivered_upto(conn, sid))
+            asked.max(self.sent_or_queued_upto(conn, sid))
         };
         // Archived events come first, read in chunks into holes of the
         // connection's queue; what follows waits behind them.
@@ -603,7 +603,7 @@ impl Host {
                 // As for a loaded session: never repeat on a connection
                 // what it was already sent (a duplicated line, a second
                 // view), and remember what this backlog sends.
-                let after_n = after_n.max(self.delivered_upto(conn, &sid));
+                let after_n = after_n.max(self.sent_or_queued_upto(conn, &sid));
                 let mut sent = after_n;
                 for e in s.events.iter().filter(|e| e.n > after_n) {
                     let line =

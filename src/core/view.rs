@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::host::{Flow, Host, IoAnswer, Slot, Wait};
 use super::log_fold::fold_log;
-use super::record::{decode_archived, decode_log, LogCorrupt, Record, StoredAnswer};
+use super::record::{decode_archived, LogCorrupt, Record, StoredAnswer};
 use super::session::{Session, StoredEvent};
 use super::{ConnId, HistoryResult, LogBytes, ReadResult};
 use crate::proto::envelope::{self, RequestId};
@@ -377,39 +377,43 @@ fn page_j<'a>(s: &'a Session, ns: &[u64], next: Option<u64>, archived: &'a [Stor
     ])
 }
 
-/// Folds a log read without the lease, with its archive when one was read
-/// (then every event is in memory, as in a log never compacted).
+/// Folds a log read without the lease (its last snapshot and the tail, as
+/// a load does), checking that the archive read with it, if any, reaches
+/// the end the log says it has. The archived events a read needs are then
+/// decoded from `history` by [`archived_from`], only those: a page or a
+/// view of a long compacted session costs what it sends, not the whole
+/// archive (issue 10's linear growth; issue 11's O(live state)).
 fn fold_read(sid: &str, log: &LogBytes, history: &[u8]) -> Result<Session, (bool, LogCorrupt)> {
-    if history.is_empty() {
-        return fold_log(sid, log).map(|f| f.s).map_err(|c| (false, c));
-    }
-    let d = decode_log(log).map_err(|c| (false, c))?;
-    if d.archive_len == 0 {
-        let mut s = Session::default();
-        for (rec, end) in d.records {
-            s.apply_owned(rec, end);
-        }
-        return Ok(s);
-    }
-    // The archive's records, then the tail's (the snapshot summed up the
-    // archive): every event in memory.
-    let Some(archived) = history.get(..d.archive_len as usize) else {
+    let s = fold_log(sid, log).map(|f| f.s).map_err(|c| (false, c))?;
+    if !history.is_empty() && (history.len() as u64) < s.archive_len {
         return Err((
             true,
             LogCorrupt {
                 offset: history.len() as u64,
-                detail: format!("the archive ends before byte {}", d.archive_len),
+                detail: format!("the archive ends before byte {}", s.archive_len),
             },
         ));
-    };
-    let mut s = Session::default();
-    for (rec, end) in decode_archived(archived, 0).map_err(|c| (true, c))? {
-        s.apply_owned(rec, end);
-    }
-    for (rec, end) in d.records.into_iter().skip(1) {
-        s.apply_owned(rec, end);
     }
     Ok(s)
+}
+
+/// The archived events `from_n..=to_n` of `s`, out of its whole archive
+/// `history` (read with the log), found through the session's index.
+fn archived_from(
+    s: &Session,
+    history: &[u8],
+    from_n: u64,
+    to_n: u64,
+) -> Result<Vec<StoredEvent>, LogCorrupt> {
+    if from_n > to_n {
+        return Ok(Vec::new());
+    }
+    let (from, to) = archived_range(s, from_n, to_n);
+    let bytes = history.get(from as usize..to as usize).ok_or(LogCorrupt {
+        offset: history.len() as u64,
+        detail: format!("the archive ends before byte {to}"),
+    })?;
+    archived_events(bytes, from, from_n, to_n)
 }
 
 /// A `session/resume` answer: the `session/read` answer of the session,
@@ -572,7 +576,7 @@ impl Host {
             }
         };
         let needs_history = matches!(r, Read::Subscribe { .. } | Read::Page { .. });
-        if needs_history && s.first_in_memory_n() > 1 {
+        if needs_history && s.first_in_memory_n() > 1 && history.is_empty() {
             let file = self.archive_path(&sid);
             let err = RpcError::log_corrupt(&file, 0, "the session's archive is missing");
             self.respond_err(conn, id, err);
@@ -593,6 +597,20 @@ impl Host {
                     Some(Some(n)) => n,
                     None => s.head_n(),
                 };
+                // As for a loaded session: never repeat on a connection
+                // what it was already sent (a duplicated line, a second
+                // view), and remember what this backlog sends.
+                let after_n = after_n.max(self.sent_or_queued_upto(conn, &sid));
+                let archived =
+                    match archived_from(&s, &history, after_n + 1, s.first_in_memory_n() - 1) {
+                        Ok(a) => a,
+                        Err(c) => {
+                            let file = self.archive_path(&sid);
+                            let err = RpcError::log_corrupt(&file, c.offset, &c.detail);
+                            self.respond_err(conn, id, err);
+                            return Flow::Done;
+                        }
+                    };
                 let head = s.cursor(s.head_n());
                 self.respond(
                     conn,
@@ -600,12 +618,11 @@ impl Host {
                     &super::record::Answer::Result(json!({"viewCursor": head})),
                     None,
                 );
-                // As for a loaded session: never repeat on a connection
-                // what it was already sent (a duplicated line, a second
-                // view), and remember what this backlog sends.
-                let after_n = after_n.max(self.sent_or_queued_upto(conn, &sid));
                 let mut sent = after_n;
-                for e in s.events.iter().filter(|e| e.n > after_n) {
+                for e in archived
+                    .iter()
+                    .chain(s.events.iter().filter(|e| e.n > after_n))
+                {
                     let line =
                         envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms);
                     self.enqueue(conn, line, None, None);
@@ -630,7 +647,19 @@ impl Host {
                     other => other.flatten(),
                 };
                 let (ns, next) = page_plan(s.head_n(), limit, after, backward);
-                envelope::response_line_j(id, &page_j(&s, &ns, next, &[]))
+                let first_in_memory = s.first_in_memory_n();
+                let old = ns.iter().copied().filter(|n| *n < first_in_memory);
+                let (lo, hi) = (old.clone().min().unwrap_or(1), old.max().unwrap_or(0));
+                let archived = match archived_from(&s, &history, lo, hi) {
+                    Ok(a) => a,
+                    Err(c) => {
+                        let file = self.archive_path(&sid);
+                        let err = RpcError::log_corrupt(&file, c.offset, &c.detail);
+                        self.respond_err(conn, id, err);
+                        return Flow::Done;
+                    }
+                };
+                envelope::response_line_j(id, &page_j(&s, &ns, next, &archived))
             }
             Read::SessionRead { exclude_items, .. } => envelope::response_line_j(
                 id,

@@ -1144,7 +1144,8 @@ fn log_integrity_an_answer_from_a_rotten_log() {
             h.reject(
                 3,
                 json!({"code": -32603, "message": "log corrupt",
-                "data": {"kind": "internal", "reason": "logCorrupt", "offset": 0}}),
+                "data": {"kind": "internal", "reason": "logCorrupt", "offset": 0,
+                         "file": format!("/sim/data/sessions/{S}/session.log")}}),
             );
         } else {
             h.answer(3, json!({"session": {}, "viewCursor": cursor(1)}));
@@ -2413,4 +2414,65 @@ fn view_cursor_order_a_view_subscribe_backlog_never_sent() {
     h.recv_on(2, 9, "view/unsubscribe", json!({"sessionId": S}));
     h.send_on(2, json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
     caught(&h, "view-cursor-order");
+}
+
+#[test]
+fn view_cursor_order_a_session_started_broadcast_never_sent() {
+    // PROTOCOL.md 4.1: `session/started` is broadcast to every initialized
+    // connection before the start's response. An observer's link,
+    // initialized before the start arrived, is owed it (it may come after
+    // the response on link 1: only that link has it first).
+    for legal in [true, false] {
+        let mut h = H::new();
+        h.connects(2, 1);
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                          "params": {"clientInfo": {"name": "o", "version": "1"}}});
+        h.host(What::HostRecv {
+            inc: 1,
+            link: 2,
+            line: init.to_string(),
+        });
+        h.send_on(
+            2,
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"museHome": "/sim/data"}}),
+        );
+        h.host(What::HostRecv {
+            inc: 1,
+            link: 2,
+            line: json!({"jsonrpc": "2.0", "method": "initialized"}).to_string(),
+        });
+        h.start();
+        if legal {
+            h.send_on(
+                2,
+                json!({"jsonrpc": "2.0", "method": "session/started",
+                       "params": {"session": {"sessionId": S}}}),
+            );
+        }
+        judged(&h, legal, "view-cursor-order");
+    }
+}
+
+#[test]
+fn log_integrity_a_log_corrupt_refusal_naming_another_file() {
+    // A `logCorrupt` names the damaged file of the session asked about
+    // (its log or its archive) and the offset (PROTOCOL.md 4.4).
+    for (file, legal) in [
+        (format!("/sim/data/sessions/{S}/session.log"), true),
+        (format!("/sim/data/sessions/{S}/history.log"), true),
+        ("/sim/data/sessions/other/session.log".to_string(), false),
+        (String::new(), false),
+    ] {
+        let mut h = H::new();
+        h.start();
+        h.recv(2, "view/page", json!({"sessionId": S, "limit": 5}));
+        h.reject(
+            2,
+            json!({"code": -32603, "message": "log corrupt",
+                   "data": {"kind": "internal", "reason": "logCorrupt", "offset": 0, "file": file}}),
+        );
+        let v = h.check();
+        let named = v.iter().any(|x| x.detail.contains("naming file"));
+        assert_eq!(named, !legal, "{file:?}: {v:#?}");
+    }
 }

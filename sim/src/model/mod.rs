@@ -180,6 +180,10 @@ struct LinkSt {
     /// `initialize`, 2 then `initialized` (a link's lines are handled in
     /// order, so every request read after that finds it ready).
     handshake: u8,
+    /// Trace index at which the host read this link's `initialized`: from
+    /// then on it is an initialized connection, owed every later
+    /// `session/started` broadcast (PROTOCOL.md 4.1).
+    ready_at: Option<usize>,
     subs: BTreeMap<String, Sub>,
 }
 
@@ -319,6 +323,17 @@ pub struct Model {
     /// The last few reads' answers, as `wire::ReadMemo`s: a client polls a
     /// session with reads whose answers differ only in their ids.
     read_memo: Vec<wire::ReadMemo>,
+    /// Per link, the sessions whose `session/started` it was sent.
+    started_sent: BTreeMap<u64, BTreeSet<String>>,
+    /// Per link, the sessions whose `session/started` broadcast it is owed
+    /// (an initialized connection of the host that created the session,
+    /// open when the creating start was answered): discharged when sent,
+    /// dropped when the link closes; any left at the end is a violation.
+    started_owed: BTreeMap<u64, BTreeSet<String>>,
+    /// Sessions whose creating `session/start` answer was judged.
+    started_judged: BTreeSet<String>,
+    /// Per session, the trace index of the first append to its log.
+    first_append: BTreeMap<String, usize>,
 }
 
 /// How many read answers [`Model`] remembers.
@@ -403,6 +418,7 @@ impl Model {
                 );
             }
             What::LinkClosed { link, .. } => {
+                self.started_owed.remove(link);
                 if let Some(l) = self.links.get_mut(link) {
                     l.closed = true;
                     // Events held for an answer owed on this link go on.
@@ -427,7 +443,13 @@ impl Model {
                 inc,
                 session,
                 bytes,
-            } => self.append(h, *inc, session, bytes),
+            } => {
+                let at = self.rep.at;
+                self.first_append
+                    .entry(session.to_ascii_lowercase())
+                    .or_insert(at);
+                self.append(h, *inc, session, bytes)
+            }
             What::Truncate {
                 inc,
                 session,
@@ -530,6 +552,17 @@ impl Model {
 
     /// Ends the run: what must have happened by now.
     pub fn finish(mut self) -> Report {
+        // Links still open at the end that were never sent a broadcast
+        // they were owed (every line the host queued has left by now).
+        for (link, sids) in std::mem::take(&mut self.started_owed) {
+            for sid in sids {
+                self.rep.fail_at_end(
+                    "view-cursor-order",
+                    &format!("started-owed {link} {sid}"),
+                    format!("link{link} was an initialized connection of the host that created session {sid}, and was never sent its session/started (PROTOCOL.md 4.1: broadcast to every initialized connection)"),
+                );
+            }
+        }
         let sids: Vec<String> = self.sessions.keys().cloned().collect();
         for sid in sids {
             if self.rotten.contains_key(&sid) {
@@ -1159,9 +1192,11 @@ impl Model {
         let (id, method, params) = match wire::parse_str(line) {
             Some(Frame::Request { id, method, params }) => (id, method, params),
             Some(Frame::Notification { method, .. }) => {
+                let at = self.rep.at;
                 if let Some(l) = self.links.get_mut(&link) {
                     if method == "initialized" && l.handshake == 1 {
                         l.handshake = 2;
+                        l.ready_at = Some(at);
                     }
                 }
                 return;
@@ -1406,6 +1441,11 @@ impl Model {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
         self.backlogs_sent(h, link, &method);
+        if let (Err(e), Some(s)) = (&outcome, &req.sid) {
+            if e["data"]["reason"] == "logCorrupt" {
+                self.log_corrupt_named(h, s, e);
+            }
+        }
         if let (Ok(r), "view/subscribe", Some(s)) = (&outcome, method.as_str(), &req.sid) {
             self.view_subscribed(h, inc, link, &req, r, s);
         }
@@ -1464,6 +1504,26 @@ impl Model {
                     });
                 if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(s)) {
                     sub.stream.from_creation = created_here;
+                }
+                // The start that created the session is one that reached
+                // its host before any byte of the log was written, and
+                // whose intake that host incarnation wrote (a successor
+                // that loaded a dead creator's unsynced log, or a resent
+                // start answered after the first copy created it, is a
+                // replay: no broadcast then).
+                let by_this_host = self
+                    .sessions
+                    .get(s)
+                    .and_then(|x| x.ledger.get(&k))
+                    .is_some_and(|i| i.writer == Some((h, inc)));
+                let fresh_file = self.first_append.get(s).is_some_and(|t| *t > req.recv_at);
+                if created_here
+                    && by_this_host
+                    && fresh_file
+                    && durable_host
+                    && self.started_judged.insert(s.clone())
+                {
+                    self.started_broadcast(h, inc, link, &req, s);
                 }
             }
         }
@@ -1805,6 +1865,27 @@ impl Model {
         }
     }
 
+    /// A `logCorrupt` refusal names the damaged file of the session asked
+    /// about (its log, or the archive a compaction moved its history to)
+    /// and the offset of the bad record (PROTOCOL.md 4.4: "naming the
+    /// offset"; `file`, `offset`: the error's data, ext).
+    fn log_corrupt_named(&mut self, h: usize, sid: &str, e: &Value) {
+        let file = e["data"]["file"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let ours = ["session.log", "history.log"]
+            .iter()
+            .any(|f| file.ends_with(&format!("/sessions/{sid}/{f}")));
+        let ok = ours && e["data"]["offset"].is_u64();
+        self.rep.check(ok, "log-integrity", &format!("corrupt-named {sid} {h}"), || {
+            format!("host{h} refused session {sid} as logCorrupt naming file {:?} at offset {}, not a file of that session and a byte offset", e["data"]["file"], e["data"]["offset"])
+        });
+        if ours && file.ends_with("/history.log") {
+            self.rep.hit("4.4 corrupt archive named");
+        }
+    }
+
     /// An answer about a session whose log rotted: only the host that had
     /// it loaded at the damage (and kept it) may answer from memory; any
     /// other must refuse it (`logCorrupt`, PROTOCOL.md 4.4), never answer
@@ -2012,6 +2093,38 @@ impl Model {
         sub.hi = floor.max(sub.last) + 1;
     }
 
+    /// The answer of the `session/start` that created `sid` left on `link`
+    /// of host `h` (incarnation `inc`): PROTOCOL.md 4.1 broadcasts
+    /// `session/started` to every initialized connection before the
+    /// response. This link had it first; every other link of that host
+    /// incarnation initialized before the request arrived (so before the
+    /// host handled it) and still open is owed it.
+    fn started_broadcast(&mut self, h: usize, inc: u64, link: u64, req: &Req, sid: &str) {
+        let sent = |l: &u64| self.started_sent.get(l).is_some_and(|x| x.contains(sid));
+        let ready = self.links.get(&link).is_some_and(|l| l.ready_at.is_some());
+        self.rep.check(!ready || sent(&link), "view-cursor-order", &format!("started-first {sid}"), || {
+            format!("host{h} answered the session/start that created session {sid} on link{link} before sending it session/started (PROTOCOL.md 4.1: broadcast before the response)")
+        });
+        let owed: Vec<u64> = self
+            .links
+            .iter()
+            .filter(|(id, l)| {
+                **id != link
+                    && (l.host, l.inc) == (h, inc)
+                    && !l.closed
+                    && l.ready_at.is_some_and(|t| t < req.recv_at)
+            })
+            .map(|(id, _)| *id)
+            .filter(|id| !sent(id))
+            .collect();
+        for o in owed {
+            self.started_owed
+                .entry(o)
+                .or_default()
+                .insert(sid.to_string());
+        }
+    }
+
     fn notified(
         &mut self,
         h: usize,
@@ -2022,6 +2135,16 @@ impl Model {
         emitted_ms: u64,
     ) {
         if method == "session/started" {
+            if let Some(sid) = sid_of(&p["session"]) {
+                if self
+                    .started_owed
+                    .get_mut(&link)
+                    .is_some_and(|o| o.remove(&sid))
+                {
+                    self.rep.hit("4.1 session/started broadcast");
+                }
+                self.started_sent.entry(link).or_default().insert(sid);
+            }
             return;
         }
         let Some(sid) = sid_of(p) else { return };

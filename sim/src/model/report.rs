@@ -85,6 +85,7 @@ pub const RULES: &[&str] = &[
     // 4.1 commands
     "4.1 session/start fresh",
     "4.1 session/start replay",
+    "4.1 session/started broadcast",
     "4.1 session/resume snapshot",
     "4.1 session/resume cursor suffix",
     "4.1 session/resume replay",
@@ -172,6 +173,7 @@ pub const PAGE_RULES: &[&str] = &[
 pub const OBSERVED_RULES: &[&str] = &[
     "5 agent message cut by its turn's end",
     "4.2 view/subscribe backlog read from the file",
+    "4.4 corrupt archive named",
 ];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep

@@ -2476,3 +2476,29 @@ fn log_integrity_a_log_corrupt_refusal_naming_another_file() {
         assert_eq!(named, !legal, "{file:?}: {v:#?}");
     }
 }
+
+#[test]
+fn read_consistency_a_holder_read_showing_what_is_not_durable() {
+    // A holder answers `session/read` from memory, where only what it
+    // synced is durable: it waits for what it shows (PROTOCOL.md 4.2).
+    // A read of the file (`notLoaded`) may show what the file holds.
+    for (status, n, legal) in [
+        ("idle", 0, true),
+        ("notLoaded", 3, true),
+        ("idle", 3, false),
+    ] {
+        let mut h = H::new();
+        h.start();
+        h.recv(2, "session/read", json!({"sessionId": S}));
+        h.answer(
+            2,
+            json!({"session": {"sessionId": S, "status": status}, "viewCursor": cursor(n),
+                   "history": {"mode": "none", "items": null, "snapshot": null}}),
+        );
+        let v = h.check();
+        let shown = v
+            .iter()
+            .any(|x| x.property == "read-consistency" && x.detail.contains("from memory"));
+        assert_eq!(shown, !legal, "{status} at {n}: {v:#?}");
+    }
+}

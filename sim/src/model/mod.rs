@@ -2693,12 +2693,22 @@ impl Model {
         let at = r["viewCursor"]
             .as_str()
             .and_then(|c| wire::cursor_of(&sid, c));
-        if at != Some((sess.head, 0)) {
-            return;
-        }
         let subject = format!("read {sid} {}", self.rep.at);
         // Loaded here, or not, at some point while the read was handled.
         let loaded = r["session"]["status"] != "notLoaded";
+        // A holder answers from memory, where only what it synced is
+        // durable: its read waits for what it shows (a state a storage
+        // failure or a power loss could still take back is never shown).
+        // A read of the file (not loaded) may show what the file holds.
+        if let (Some((n, _)), true) = (at, loaded) {
+            let head = sess.head;
+            self.rep.check(n <= head, "read-consistency", &subject, || {
+                format!("session {sid}: host{h} answered a read of it at cursor {n} from memory while only {head} was durable")
+            });
+        }
+        if at != Some((sess.head, 0)) {
+            return;
+        }
         let me = Some((h, inc));
         let possible = if loaded {
             req.holders.contains(&me)

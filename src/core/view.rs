@@ -398,22 +398,27 @@ fn fold_read(sid: &str, log: &LogBytes, history: &[u8]) -> Result<Session, (bool
 }
 
 /// The archived events `from_n..=to_n` of `s`, out of its whole archive
-/// `history` (read with the log), found through the session's index.
+/// `history` (read with the log), found through the session's index; a
+/// damaged archive is refused `logCorrupt` naming `archive_file`.
 fn archived_from(
     s: &Session,
     history: &[u8],
+    archive_file: &str,
     from_n: u64,
     to_n: u64,
-) -> Result<Vec<StoredEvent>, LogCorrupt> {
+) -> Result<Vec<StoredEvent>, RpcError> {
     if from_n > to_n {
         return Ok(Vec::new());
     }
     let (from, to) = archived_range(s, from_n, to_n);
-    let bytes = history.get(from as usize..to as usize).ok_or(LogCorrupt {
-        offset: history.len() as u64,
-        detail: format!("the archive ends before byte {to}"),
-    })?;
-    archived_events(bytes, from, from_n, to_n)
+    let events = match history.get(from as usize..to as usize) {
+        Some(bytes) => archived_events(bytes, from, from_n, to_n),
+        None => Err(LogCorrupt {
+            offset: history.len() as u64,
+            detail: format!("the archive ends before byte {to}"),
+        }),
+    };
+    events.map_err(|c| RpcError::log_corrupt(archive_file, c.offset, &c.detail))
 }
 
 /// A `session/resume` answer: the `session/read` answer of the session,
@@ -601,13 +606,13 @@ impl Host {
                 // what it was already sent (a duplicated line, a second
                 // view), and remember what this backlog sends.
                 let after_n = after_n.max(self.sent_or_queued_upto(conn, &sid));
+                let last_archived = s.first_in_memory_n() - 1;
+                let archive = self.archive_path(&sid);
                 let archived =
-                    match archived_from(&s, &history, after_n + 1, s.first_in_memory_n() - 1) {
+                    match archived_from(&s, &history, &archive, after_n + 1, last_archived) {
                         Ok(a) => a,
-                        Err(c) => {
-                            let file = self.archive_path(&sid);
-                            let err = RpcError::log_corrupt(&file, c.offset, &c.detail);
-                            self.respond_err(conn, id, err);
+                        Err(e) => {
+                            self.respond_err(conn, id, e);
                             return Flow::Done;
                         }
                     };
@@ -650,12 +655,11 @@ impl Host {
                 let first_in_memory = s.first_in_memory_n();
                 let old = ns.iter().copied().filter(|n| *n < first_in_memory);
                 let (lo, hi) = (old.clone().min().unwrap_or(1), old.max().unwrap_or(0));
-                let archived = match archived_from(&s, &history, lo, hi) {
+                let archive = self.archive_path(&sid);
+                let archived = match archived_from(&s, &history, &archive, lo, hi) {
                     Ok(a) => a,
-                    Err(c) => {
-                        let file = self.archive_path(&sid);
-                        let err = RpcError::log_corrupt(&file, c.offset, &c.detail);
-                        self.respond_err(conn, id, err);
+                    Err(e) => {
+                        self.respond_err(conn, id, e);
                         return Flow::Done;
                     }
                 };

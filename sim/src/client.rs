@@ -364,9 +364,17 @@ impl Client {
         true
     }
 
-    /// The world opened `link` for this client.
-    pub fn on_connected(&mut self, w: &mut World, link: u64, host: usize) -> Vec<Action> {
-        with_sdk!(self, s => s.on_connected(self, w, link, host));
+    /// The world opened `link` for this client; `slips`: an SDK client
+    /// may break the handshake's order on it
+    /// ([`crate::plan::Draws::WithHandshakeSlips`] and later).
+    pub fn on_connected(
+        &mut self,
+        w: &mut World,
+        link: u64,
+        host: usize,
+        slips: bool,
+    ) -> Vec<Action> {
+        with_sdk!(self, s => s.on_connected(self, w, link, host, slips));
         self.link = Some(link);
         self.host = host;
         self.ready = false;

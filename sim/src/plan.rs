@@ -69,13 +69,17 @@ pub enum Draws {
     /// Version 4: an SDK observer's every fifth read is a `view/subscribe`
     /// (or the `view/unsubscribe` that ends it). No draw is added; the
     /// reads change, and with them what the hosts do.
-    #[default]
     WithSubscriptions,
+    /// Version 5: an SDK client draws, on each new link, whether it first
+    /// sends a stray `initialized` ahead of its handshake (a client that
+    /// breaks the handshake's order; the host must ignore it).
+    #[default]
+    WithHandshakeSlips,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithSubscriptions;
+    pub const CURRENT: Draws = Draws::WithHandshakeSlips;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -84,6 +88,7 @@ impl Draws {
             Draws::WithStalls => 2,
             Draws::WithShutdowns => 3,
             Draws::WithSubscriptions => 4,
+            Draws::WithHandshakeSlips => 5,
         }
     }
 
@@ -94,6 +99,7 @@ impl Draws {
             2 => Some(Draws::WithStalls),
             3 => Some(Draws::WithShutdowns),
             4 => Some(Draws::WithSubscriptions),
+            5 => Some(Draws::WithHandshakeSlips),
             _ => None,
         }
     }

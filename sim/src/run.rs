@@ -697,7 +697,8 @@ impl Sim {
             host.handle_connect(conn, now);
         }
         self.drain(h);
-        let acts = self.clients[c].on_connected(&mut self.w, id, h);
+        let slips = self.draws >= Draws::WithHandshakeSlips;
+        let acts = self.clients[c].on_connected(&mut self.w, id, h, slips);
         self.client_actions(c, acts);
     }
 

@@ -49,6 +49,10 @@ use serde_json::{json, Map, Value};
 
 use crate::client::{Action, Client, Cmd, Ctx, Purpose, Role};
 
+/// How often (per mille of new links) an SDK client breaks the
+/// handshake's order by sending `initialized` before `initialize`.
+pub const HANDSHAKE_SLIP_PERMILLE: u64 = 30;
+
 /// What [`SdkClient::sent`] reads of a line the core sent, borrowed from
 /// it. A member of another type than the one read fails the parse, as
 /// it made the tree's lookup come back empty.
@@ -402,13 +406,16 @@ impl SdkClient {
 
     // ----- the world's calls -------------------------------------------------
 
-    /// The world opened `link` to `host` for this client.
+    /// The world opened `link` to `host` for this client. With `slips`,
+    /// [`HANDSHAKE_SLIP_PERMILLE`] per mille of links first carry a stray
+    /// `initialized` notification, ahead of the core's `initialize`.
     pub fn on_connected(
         &mut self,
         c: &mut Client,
         w: &mut World,
         link: u64,
         host: usize,
+        slips: bool,
     ) -> Vec<Action> {
         self.now_ms = w.now_ms;
         c.link = Some(link);
@@ -426,6 +433,19 @@ impl SdkClient {
             }
         }
         let mut out = Vec::new();
+        // PROTOCOL.md 2: the handshake is `initialize`, then
+        // `initialized`. A client that sends `initialized` first has not
+        // initialized the link: the host ignores the early notification,
+        // answers the `initialize` that follows, and still refuses every
+        // other request until the second `initialized` (which the core
+        // sends after the answer). The model judges each of those answers.
+        // (No draw at all without `slips`: older runs replay unchanged.)
+        let permille = if slips { HANDSHAKE_SLIP_PERMILLE } else { 0 };
+        if w.chance(Decision::Client, permille) {
+            out.push(Action::Send(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"}\n".to_vec(),
+            ));
+        }
         self.pump(c, &mut out);
         out
     }

@@ -26,7 +26,7 @@ fn cursor(n: u64) -> String {
 }
 
 /// A history under construction.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct H {
     entries: Vec<(u64, Actor, What)>,
     t: u64,
@@ -56,8 +56,36 @@ impl H {
         self.host(What::HostStart { inc, durable });
     }
 
-    /// Client `link - 1` opens `link` to host 0's incarnation `inc`.
+    /// Client `link - 1` opens `link` to host 0's incarnation `inc` and
+    /// the host reads its handshake (`initialize`, answered, then
+    /// `initialized`).
     fn connects(&mut self, link: u64, inc: u64) {
+        self.opens(link, inc);
+        self.handshake_at(0, inc, link);
+    }
+
+    /// Host `host`'s incarnation `inc` reads `link`'s handshake:
+    /// `initialize` (request 0, answered), then `initialized`.
+    fn handshake_at(&mut self, host: usize, inc: u64, link: u64) {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                          "params": {"clientInfo": {"name": "t", "version": "1"}}});
+        let ok = json!({"jsonrpc": "2.0", "id": 0, "result": {"museHome": "/sim/data"}});
+        let done = json!({"jsonrpc": "2.0", "method": "initialized"});
+        let host = Actor::Host(host);
+        for (what, line) in [("recv", init), ("send", ok), ("recv", done)] {
+            let line = line.to_string();
+            let what = if what == "recv" {
+                What::HostRecv { inc, link, line }
+            } else {
+                What::HostSend { inc, link, line }
+            };
+            self.push(host, what);
+        }
+    }
+
+    /// Client `link - 1` opens `link` to host 0's incarnation `inc`; no
+    /// handshake yet.
+    fn opens(&mut self, link: u64, inc: u64) {
         self.push(
             Actor::Client(link as usize - 1),
             What::Connect { link, host: 0, inc },
@@ -233,6 +261,10 @@ impl H {
         ];
         self.append(recs);
         self.sync();
+        // PROTOCOL.md 4.1: broadcast to every initialized connection (here
+        // link 1 alone) before the response.
+        self.send(json!({"jsonrpc": "2.0", "method": "session/started",
+                         "params": {"session": result["session"]}}));
         self.answer(1, result);
     }
 
@@ -1000,11 +1032,17 @@ fn read_consistency_a_durable_cursor_refused() {
     let gone = json!({"code": -32020, "message": "session not found",
         "data": {"kind": "sessionNotFound", "sessionId": S}});
     caught(&paged(json!({"limit": 2}), gone, true), "read-consistency");
-    // A refusal of the request itself (its link never said `initialized`)
-    // says nothing of the log.
+    // A refusal of the request itself (on a link that never said
+    // `initialized`) says nothing of the log.
     let uninit =
         json!({"code": -32600, "message": "Not initialized", "data": {"kind": "notInitialized"}});
-    clean(&paged(json!({"limit": 2}), uninit, true));
+    let mut h = H::new();
+    h.start();
+    h.update(2, 11, 0, json!({"a": 0}));
+    h.opens(2, 1);
+    h.recv_on(2, 9, "view/page", json!({"sessionId": S, "limit": 2}));
+    h.send_on(2, json!({"jsonrpc": "2.0", "id": 9, "error": uninit}));
+    clean(&h);
 }
 
 #[test]
@@ -1337,6 +1375,7 @@ fn admission_decision_a_minted_session_id_conflict_only_when_that_session_exists
                 inc: 2,
             },
         );
+        h.handshake_at(0, 2, 2);
         if restarted {
             h.recv_on(
                 2,
@@ -1488,6 +1527,7 @@ fn admission_decision_not_loaded_while_another_host_holds_the_lease() {
                 inc: 1,
             },
         );
+        h.handshake_at(1, 1, 2);
         let line = json!({"jsonrpc": "2.0", "id": 9, "method": "task/stop", "params": {"commandId": cid(9), "sessionId": S, "taskId": cid(10)}}).to_string();
         h.push(
             Actor::Client(1),
@@ -1553,7 +1593,7 @@ fn admission_decision_not_initialized_after_the_handshake() {
     for (notified, legal) in [(false, true), (true, false)] {
         let mut h = H::new();
         h.start();
-        h.connects(2, 1);
+        h.opens(2, 1);
         let mut lines = vec![json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                     "params": {"clientInfo": {"name": "t", "version": "1"}}})];
         if notified {
@@ -2401,6 +2441,7 @@ fn view_cursor_order_a_view_subscribe_backlog_never_sent() {
             inc: 1,
         },
     );
+    h.handshake_at(0, 1, 2);
     h.recv_on(
         2,
         8,
@@ -2424,7 +2465,7 @@ fn view_cursor_order_a_session_started_broadcast_never_sent() {
     // the response on link 1: only that link has it first).
     for legal in [true, false] {
         let mut h = H::new();
-        h.connects(2, 1);
+        h.opens(2, 1);
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                           "params": {"clientInfo": {"name": "o", "version": "1"}}});
         h.host(What::HostRecv {
@@ -2500,5 +2541,177 @@ fn read_consistency_a_holder_read_showing_what_is_not_durable() {
             .iter()
             .any(|x| x.property == "read-consistency" && x.detail.contains("from memory"));
         assert_eq!(shown, !legal, "{status} at {n}: {v:#?}");
+    }
+}
+
+/// Link 2, opened to the running host without a handshake, carries
+/// `lines` (each read by the host); then the host sends `answer` on it.
+fn on_a_fresh_link(lines: &[Value], answer: Value) -> H {
+    let mut h = H::new();
+    h.start();
+    h.opens(2, 1);
+    for line in lines {
+        h.push(
+            Actor::Client(1),
+            What::ClientSend {
+                link: 2,
+                line: line.to_string(),
+            },
+        );
+        h.host(What::HostRecv {
+            inc: 1,
+            link: 2,
+            line: line.to_string(),
+        });
+    }
+    h.send_on(2, answer);
+    h
+}
+
+#[test]
+fn admission_decision_a_request_answered_before_the_handshake() {
+    // PROTOCOL.md 2: any request but `initialize` before both halves of
+    // the handshake is refused `notInitialized`; a host that answers it
+    // skipped the handshake.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"clientInfo": {"name": "t", "version": "1"}}});
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "view/unsubscribe",
+                      "params": {"sessionId": S}});
+    let refused = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32600,
+                         "message": "Not initialized", "data": {"kind": "notInitialized"}}});
+    let answered = json!({"jsonrpc": "2.0", "id": 2, "result": {}});
+    // Nothing read before it, or `initialize` alone.
+    for before in [vec![], vec![init.clone()]] {
+        let mut lines = before.clone();
+        lines.push(read.clone());
+        clean(&on_a_fresh_link(&lines, refused.clone()));
+        caught(
+            &on_a_fresh_link(&lines, answered.clone()),
+            "admission-decision",
+        );
+        // Refused, but as a second `initialize` would be.
+        let mut wrong = refused.clone();
+        wrong["error"]["data"]["kind"] = json!("alreadyInitialized");
+        caught(&on_a_fresh_link(&lines, wrong), "admission-decision");
+    }
+}
+
+#[test]
+fn admission_decision_an_initialize_refused_after_an_early_initialized() {
+    // An `initialized` read ahead of `initialize` initializes nothing: the
+    // `initialize` that follows is the link's first and must succeed;
+    // only a second one is `alreadyInitialized`.
+    let early = json!({"jsonrpc": "2.0", "method": "initialized"});
+    let init = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"clientInfo": {"name": "t", "version": "1"}}})
+    };
+    let ok = |id: u64| json!({"jsonrpc": "2.0", "id": id, "result": {"museHome": "/sim/data"}});
+    let again = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
+               "message": "already initialized", "data": {"kind": "alreadyInitialized"}}})
+    };
+    clean(&on_a_fresh_link(&[early.clone(), init(1)], ok(1)));
+    caught(
+        &on_a_fresh_link(&[early.clone(), init(1)], again(1)),
+        "admission-decision",
+    );
+    // The second `initialize` on a link (its first answered).
+    let mut h = on_a_fresh_link(&[init(1)], ok(1));
+    let mut twice = h.clone();
+    for (h, answer, legal) in [(&mut h, again(2), true), (&mut twice, ok(2), false)] {
+        h.host(What::HostRecv {
+            inc: 1,
+            link: 2,
+            line: init(2).to_string(),
+        });
+        h.send_on(2, answer);
+        judged(h, legal, "admission-decision");
+    }
+}
+
+/// A run whose hosts unload after 4 s of idleness: S started on link 1,
+/// which then unsubscribes (S is idle from then on, host 0 holding it).
+fn left_idle() -> H {
+    let mut h = H::new();
+    h.push(
+        Actor::World,
+        What::FaultMix("none idle-unload=4000ms".into()),
+    );
+    h.start();
+    h.recv(2, "view/unsubscribe", json!({"sessionId": S}));
+    h.answer(2, json!({}));
+    h
+}
+
+/// The holder writes S's `closed` record (idle), syncs it and tells link 1.
+fn unloads(h: &mut H) {
+    let at = h.now();
+    h.append(vec![record(
+        6,
+        json!({"record": "closed", "reason": "idle", "atMs": at}),
+    )]);
+    h.sync();
+    h.send(json!({"jsonrpc": "2.0", "method": "session/closed",
+                  "params": {"sessionId": S, "reason": "idle", "viewCursor": cursor(0)}}));
+}
+
+#[test]
+fn lease_unload_an_idle_session_never_unloaded() {
+    // PROTOCOL.md 4.1: the host unloads a session after --idle-unload-ms
+    // of idleness. Whatever comes next (here the world's next phase)
+    // after the deadline finds S still loaded: the holder kept it.
+    let mut kept = left_idle();
+    kept.t += 4_300;
+    kept.push(Actor::World, What::Phase("later".into()));
+    caught(&kept, "lease-unload");
+    // Controls: the same moment before the deadline; an unload on time.
+    let mut early = left_idle();
+    early.t += 3_900;
+    early.push(Actor::World, What::Phase("later".into()));
+    clean(&early);
+    let mut unloaded = left_idle();
+    unloaded.t += 4_000;
+    unloads(&mut unloaded);
+    unloaded.t += 5_000;
+    unloaded.push(Actor::World, What::Phase("later".into()));
+    clean(&unloaded);
+    // A command in S before the deadline: the model no longer knows when
+    // (or whether) S is idle, and owes nothing.
+    let mut busy = left_idle();
+    busy.t += 1_000;
+    busy.recv(
+        3,
+        "task/stopAll",
+        json!({"commandId": cid(11), "sessionId": S}),
+    );
+    busy.answer(3, json!({"commandId": cid(11), "status": "accepted"}));
+    busy.t += 5_000;
+    busy.push(Actor::World, What::Phase("later".into()));
+    clean(&busy);
+}
+
+#[test]
+fn lease_unload_an_idle_unload_while_another_link_is_subscribed() {
+    // Idle means no connection subscribed (PROTOCOL.md 4.1): link 2's
+    // `view/subscribe` of S, answered and never ended, keeps S loaded.
+    for (ended, legal) in [(true, true), (false, false)] {
+        let mut h = H::new();
+        h.start();
+        h.connects(2, 1);
+        h.recv_on(2, 8, "view/subscribe", json!({"sessionId": S}));
+        h.send_on(
+            2,
+            json!({"jsonrpc": "2.0", "id": 8, "result": {"viewCursor": cursor(0)}}),
+        );
+        if ended {
+            h.recv_on(2, 9, "view/unsubscribe", json!({"sessionId": S}));
+            h.send_on(2, json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
+        }
+        h.recv(2, "view/unsubscribe", json!({"sessionId": S}));
+        h.answer(2, json!({}));
+        h.t += 4_000;
+        unloads(&mut h);
+        judged(&h, legal, "lease-unload");
     }
 }

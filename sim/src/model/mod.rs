@@ -91,6 +91,10 @@ struct Req {
     /// `initialized` notification) on this link before it; else it may be
     /// refused `notInitialized` (PROTOCOL.md 2).
     ready_at_recv: bool,
+    /// How far the host had read the link's handshake when it read this
+    /// request (as [`LinkSt::handshake`]); `None` for a link the model
+    /// never saw open.
+    handshake_at_recv: Option<u8>,
     /// It arrived at the host that kept its session in memory when the
     /// log rotted: the session's load count then. That host may answer it
     /// from memory, even after it dropped the session (a queued replay of
@@ -197,6 +201,33 @@ impl LinkSt {
             .map(|(k, _)| k.clone())
     }
 }
+
+/// A session its holder must unload: idle since `since_ms`, nothing
+/// since.
+#[derive(Debug, Clone)]
+struct IdleWatch {
+    holder: (usize, u64),
+    since_ms: u64,
+    /// By when its holder must have written to its log (its `closed`
+    /// record): idle-unload-ms after `since_ms`, and [`IDLE_SLACK_MS`].
+    due_ms: u64,
+}
+
+/// How late after its idle deadline an unload may be written: the host's
+/// timer fires at the deadline, but what made the session idle (a link's
+/// close, an unsubscribe) reaches the host a network delay after the
+/// model sees it, and a stalled disk may hold the write.
+const IDLE_SLACK_MS: u64 = 100;
+
+/// Requests that read a session without changing anything the host
+/// weighs for idleness (PROTOCOL.md 4.1: turns, tasks, approvals,
+/// subscribed connections).
+const PURE_READS: [&str; 4] = [
+    "session/read",
+    "view/page",
+    "approval/listPending",
+    "view/unsubscribe",
+];
 
 /// What the trace says of one effect key.
 #[derive(Debug, Clone, Default)]
@@ -313,6 +344,17 @@ pub struct Model {
     healed: bool,
     /// Host-clock time of the last entry observed.
     last_ms: u64,
+    /// The run's `--idle-unload-ms` (from its fault-mix line; 0: never).
+    idle_unload_ms: u64,
+    /// Sessions left idle on their holder, which must unload them in time
+    /// ([`Model::watch_idle`]).
+    idle_watch: BTreeMap<String, IdleWatch>,
+    /// Per host incarnation, until when it may still wait for a provider
+    /// answer that was lost (the call's time and `EFFECT_TIMEOUT_MS`).
+    effect_waits: BTreeMap<(usize, u64), u64>,
+    /// `session/closed` notifications seen, by (session, host, inc,
+    /// viewCursor): an unload's broadcast is judged once, at its first.
+    idle_closes: BTreeSet<(String, usize, u64, String)>,
     /// `task/stopAll` receipt times of sessions the model had not met yet.
     stop_all_early: BTreeMap<String, Vec<u64>>,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
@@ -374,7 +416,19 @@ impl Model {
         let h = host_of(e);
         let now_ms = START_MS + e.at_ms;
         self.last_ms = now_ms;
+        if !self.idle_watch.is_empty() {
+            self.idle_overdue(now_ms);
+        }
         match &e.what {
+            What::FaultMix(mix) => {
+                // "... idle-unload=4000ms" (see `run.rs`).
+                self.idle_unload_ms = mix
+                    .rsplit("idle-unload=")
+                    .next()
+                    .and_then(|x| x.strip_suffix("ms"))
+                    .and_then(|x| x.parse().ok())
+                    .unwrap_or(0);
+            }
             What::HostStart { inc, durable } => {
                 let st = self.hosts.entry(h).or_default();
                 st.inc = *inc;
@@ -395,6 +449,7 @@ impl Model {
             }
             What::HostShutdown { inc } => {
                 self.stopping.insert((h, *inc), now_ms);
+                self.idle_watch.retain(|_, w| w.holder != (h, *inc));
                 for t in self.effects.values_mut() {
                     if t.inflight.contains(&(h, *inc)) {
                         t.cut_by_shutdown = true;
@@ -417,8 +472,19 @@ impl Model {
                     },
                 );
             }
-            What::LinkClosed { link, .. } => {
+            What::LinkClosed { link, why } => {
                 self.started_owed.remove(link);
+                // A cut reaches the host at once (a client's own close only
+                // after its lines in flight): what it watched may be idle now.
+                let watched: Vec<String> = match self.links.get(link) {
+                    Some(l) if *why == "cut" => l
+                        .subs
+                        .iter()
+                        .filter(|(_, x)| x.active)
+                        .map(|(s, _)| s.clone())
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 if let Some(l) = self.links.get_mut(link) {
                     l.closed = true;
                     // Events held for an answer owed on this link go on.
@@ -432,6 +498,11 @@ impl Model {
                     );
                     for sid in waiting {
                         self.judge_ahead(host, &sid);
+                    }
+                }
+                if let Some((h, inc)) = self.links.get(link).map(|l| (l.host, l.inc)) {
+                    for sid in watched {
+                        self.watch_idle(h, inc, &sid);
                     }
                 }
             }
@@ -448,6 +519,13 @@ impl Model {
                 self.first_append
                     .entry(session.to_ascii_lowercase())
                     .or_insert(at);
+                // Its holder wrote to the log: the unload's `closed`
+                // record, or something that was not idle after all.
+                if let Some(w) = self.idle_watch.remove(session) {
+                    if w.holder == (h, *inc) && now_ms >= w.since_ms + self.idle_unload_ms {
+                        self.rep.hit("4.1 idle unload on time");
+                    }
+                }
                 self.append(h, *inc, session, bytes)
             }
             What::Truncate {
@@ -685,6 +763,7 @@ impl Model {
         if let Some(st) = self.hosts.get_mut(&h) {
             st.alive = false;
         }
+        self.idle_watch.retain(|_, w| w.holder != (h, inc));
         let held: Vec<String> = self
             .leases
             .iter()
@@ -778,6 +857,7 @@ impl Model {
     }
 
     fn lease_release(&mut self, h: usize, inc: u64, sid: &str) {
+        self.idle_watch.remove(sid);
         let alive = self.hosts.get(&h).is_some_and(|x| x.alive && x.inc == inc);
         if alive && self.leases.get(sid) == Some(&(h, inc)) {
             // An orderly release (unload): the life must be closed and
@@ -815,6 +895,7 @@ impl Model {
     }
 
     fn storage_failed(&mut self, h: usize, inc: u64, sid: &str) {
+        self.idle_watch.remove(sid);
         self.dead_holder.insert(sid.to_string());
         self.dropped.insert((h, inc, sid.to_string()));
         let prefix = format!("{sid}:");
@@ -1114,6 +1195,10 @@ impl Model {
         if lost {
             t.uncertain = true;
             t.response_lost = true;
+            // The host still waits for the answer, up to its timeout.
+            let until = self.last_ms + msp::core::EFFECT_TIMEOUT_MS;
+            let w = self.effect_waits.entry((h, inc)).or_default();
+            *w = (*w).max(until);
         } else {
             t.inflight.push((h, inc));
             if self.stopping.contains_key(&(h, inc)) {
@@ -1197,6 +1282,9 @@ impl Model {
                     if method == "initialized" && l.handshake == 1 {
                         l.handshake = 2;
                         l.ready_at = Some(at);
+                    } else if method == "initialized" && l.handshake == 0 {
+                        // Ahead of `initialize`: it initializes nothing.
+                        self.rep.hit("2 initialized before initialize");
                     }
                 }
                 return;
@@ -1216,6 +1304,11 @@ impl Model {
                 .insert(sg.clone());
         }
         let sid = sid_of(&params);
+        if let Some(s) = &sid {
+            if !PURE_READS.contains(&method.as_str()) {
+                self.idle_watch.remove(s);
+            }
+        }
         let mut r = Req {
             method: method.clone(),
             params,
@@ -1234,6 +1327,7 @@ impl Model {
             terminal_at_recv: false,
             storage_failed: false,
             ready_at_recv: self.links.get(&link).is_some_and(|l| l.handshake == 2),
+            handshake_at_recv: self.links.get(&link).map(|l| l.handshake),
             approvals_at_recv: None,
             rot_memory_loads: sid
                 .as_ref()
@@ -1426,6 +1520,124 @@ impl Model {
             Frame::Request { .. } => {}
         }
     }
+    /// PROTOCOL.md 4.1: "the host unloads it after `--idle-unload-ms` of
+    /// idleness". Called when a link of host `h`'s incarnation `inc`
+    /// stopped watching session `sid` (its `view/unsubscribe` answered,
+    /// or the link cut): if that host holds it and it is now
+    /// idle (no turn running or queued, no task, no approval pending in
+    /// its durable log; no other open link of that host subscribed; no
+    /// request for it outstanding there; no provider call in flight, nor
+    /// one whose answer was lost and which the host may still await), the
+    /// holder must write its `closed` record within idle-unload-ms and
+    /// [`IDLE_SLACK_MS`], unless something touches the session first (a
+    /// request that is not a pure read, any write to its log, a storage
+    /// failure, the holder's death or shutdown).
+    fn watch_idle(&mut self, h: usize, inc: u64, sid: &str) {
+        if self.idle_unload_ms == 0
+            || self.leases.get(sid) != Some(&(h, inc))
+            || !self.hosts.get(&h).is_some_and(|x| x.durable && x.alive)
+            || self.rotten.contains_key(sid)
+            || self.stopping.contains_key(&(h, inc))
+            || !self.sessions.get(sid).is_some_and(|x| x.open && x.idle())
+        {
+            return;
+        }
+        let watched = self.links.values().any(|l| {
+            l.host == h
+                && l.inc == inc
+                && !l.closed
+                && (l.subs.get(sid).is_some_and(|x| x.active)
+                    || l.reqs.values().any(|r| {
+                        r.sid.as_deref() == Some(sid) && !PURE_READS.contains(&r.method.as_str())
+                    }))
+        });
+        let now = self.last_ms;
+        let calling = self
+            .effects
+            .values()
+            .any(|t| t.inflight.contains(&(h, inc)))
+            || self.effect_waits.get(&(h, inc)).is_some_and(|t| *t > now);
+        if watched || calling {
+            return;
+        }
+        self.idle_watch.insert(
+            sid.to_string(),
+            IdleWatch {
+                holder: (h, inc),
+                since_ms: now,
+                due_ms: now + self.idle_unload_ms + IDLE_SLACK_MS,
+            },
+        );
+    }
+
+    /// Fails every watched session whose holder let its idle deadline
+    /// pass (alive, and nothing touched the session).
+    fn idle_overdue(&mut self, now_ms: u64) {
+        let late: Vec<(String, IdleWatch)> = self
+            .idle_watch
+            .iter()
+            .filter(|(_, w)| w.due_ms <= now_ms)
+            .map(|(s, w)| (s.clone(), w.clone()))
+            .collect();
+        for (sid, w) in late {
+            self.idle_watch.remove(&sid);
+            let (h, inc) = w.holder;
+            let idle_ms = self.idle_unload_ms;
+            self.rep.fail(
+                "lease-unload",
+                &format!("idle-kept {sid} {}", w.since_ms),
+                format!("session {sid} was idle on its holder host{h} (incarnation {inc}) from {} ms on, with nothing touching it, and was still not unloaded at {now_ms} ms (PROTOCOL.md 4.1: unloaded after --idle-unload-ms {idle_ms} of idleness)", w.since_ms),
+            );
+        }
+    }
+
+    /// PROTOCOL.md 2, the handshake: the first `initialize` a link's host
+    /// reads succeeds and a later one is refused `alreadyInitialized`;
+    /// any other request the host read before both `initialize` and
+    /// `initialized` is refused `notInitialized` (or, for a line it could
+    /// not read as a request, `-32600`/`-32700`, which come first in the
+    /// error precedence). The host reads a link's lines in order, so the
+    /// model's count of the handshake at the request's arrival is the
+    /// host's when it handled it.
+    fn handshake_kept(&mut self, link: u64, req: &Req, outcome: &Result<Value, Value>) {
+        let Some(hs) = req.handshake_at_recv else {
+            return;
+        };
+        let kind = match outcome {
+            Ok(_) => None,
+            Err(e) => Some((e["code"].as_i64().unwrap_or(0), e["data"]["kind"].as_str())),
+        };
+        let (ok, rule) = match (req.method.as_str(), hs) {
+            ("initialize", 0) => (kind.is_none(), "2 initialize"),
+            ("initialize", _) => (
+                kind == Some((-32600, Some("alreadyInitialized"))),
+                "2 initialize again",
+            ),
+            (_, 2) => return,
+            _ => (
+                matches!(kind, Some((-32600, k)) if k != Some("alreadyInitialized"))
+                    || matches!(kind, Some((-32700, _))),
+                "2 request before the handshake",
+            ),
+        };
+        self.rep.hit(rule);
+        let at = self.rep.at;
+        self.rep.check_lazy(
+            ok,
+            "admission-decision",
+            || format!("handshake link{link} {at}"),
+            || {
+                format!(
+                    "link{link}: {} read at handshake stage {hs} (0 none, 1 initialize, 2 initialized) answered {}",
+                    req.method,
+                    match outcome {
+                        Ok(_) => "with a result".to_string(),
+                        Err(e) => e.to_string(),
+                    }
+                )
+            },
+        );
+    }
 
     /// An answer to `req`; `items`: a read's snapshot items, when they were
     /// kept as text (see `wire::Keep::ItemsAsText`).
@@ -1441,6 +1653,7 @@ impl Model {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
         self.backlogs_sent(h, link, &method);
+        self.handshake_kept(link, &req, &outcome);
         if let (Err(e), Some(s)) = (&outcome, &req.sid) {
             if e["data"]["reason"] == "logCorrupt" {
                 self.log_corrupt_named(h, s, e);
@@ -1460,6 +1673,7 @@ impl Model {
                 }
                 sub.end();
             }
+            self.watch_idle(h, inc, s);
         }
         if !wire::is_command(&method) {
             self.read_answered(h, inc, &req, &outcome, items);
@@ -2091,6 +2305,11 @@ impl Model {
         sub.active = true;
         sub.lo = floor + 1;
         sub.hi = floor.max(sub.last) + 1;
+        // A new view orders its frames after the durable events this link
+        // had, not after the live frames an ended view carried past them
+        // (staged `n.k` cursors of an item the new view's backlog now sends
+        // whole, as durable event #n; mixed seed 1892 of 0..10000).
+        sub.last_nk = (sub.last, 0);
     }
 
     /// The answer of the `session/start` that created `sid` left on `link`
@@ -2158,6 +2377,37 @@ impl Model {
             self.rep.check_lazy(ok, "lease-unload", || format!("closed-reason {sid} {h}.{inc}"), || {
                 format!("host{h} (incarnation {inc}) sent session/closed of session {sid} with reason {reason:?}, but it {}", if reason == "hostShutdown" { "was not asked to stop" } else { "is neither idle nor hostShutdown" })
             });
+            let first = self.idle_closes.insert((
+                sid.clone(),
+                h,
+                inc,
+                p["viewCursor"].as_str().unwrap_or_default().to_string(),
+            ));
+            if reason == "idle" && first {
+                // PROTOCOL.md 4.1: idle means, among the rest, no
+                // connection subscribed. A link of this host whose view the
+                // host opened (a start, a resume, a subscribe answered) and
+                // never ended (no unsubscribe answered, no `session/closed`
+                // sent there, the link not closed) is subscribed; a view
+                // opened while this host did not hold the session is read
+                // from the file and gets no live events (as for a shutdown
+                // below), so it holds nothing loaded. Judged
+                // at the unload's first notification: the broadcast may
+                // reach a slow link after a reload subscribed others.
+                let viewer = self.links.iter().find(|(k, l)| {
+                    **k != link
+                        && l.host == h
+                        && l.inc == inc
+                        && !l.closed
+                        && l.subs
+                            .get(&sid)
+                            .is_some_and(|x| x.active && x.from_file.is_none())
+                });
+                if let Some((v, _)) = viewer {
+                    let v = *v;
+                    self.rep.fail("lease-unload", &format!("idle-subscribed {sid} {h}.{inc}"), format!("host{h} (incarnation {inc}) unloaded session {sid} as idle while link{v} was subscribed to it (PROTOCOL.md 4.1: idle means no connection subscribed)"));
+                }
+            }
             if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(&sid)) {
                 sub.end();
             }

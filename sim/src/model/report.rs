@@ -82,6 +82,10 @@ impl Report {
 /// The rules of PROTOCOL.md 4.1-4.4 whose exercise a sweep counts; a
 /// 100-seed `mixed` sweep must exercise each (else a coverage shortfall).
 pub const RULES: &[&str] = &[
+    // 2 the handshake
+    "2 initialize",
+    "2 initialize again",
+    "2 request before the handshake",
     // 4.1 commands
     "4.1 session/start fresh",
     "4.1 session/start replay",
@@ -154,11 +158,13 @@ pub const RULES: &[&str] = &[
     "5 model error ended a turn",
 ];
 
-/// Rules only the SDK client's observer reaches (it pages histories with
-/// `view/page` and subscribes with `view/subscribe`; the simulator's own
-/// client and `sdk-v1` do not); a
-/// 100-seed `mixed` sweep of client `sdk` must exercise each.
+/// Rules only the SDK client reaches (its observer pages histories with
+/// `view/page` and subscribes with `view/subscribe`, and its links may
+/// break the handshake's order; the simulator's own client and `sdk-v1`
+/// do neither); a 100-seed `mixed` sweep of client `sdk` must exercise
+/// each.
 pub const PAGE_RULES: &[&str] = &[
+    "2 initialized before initialize",
     "4.2 view/page forward",
     "4.2 view/page backward",
     "4.2 view/page from a cursor",
@@ -174,6 +180,7 @@ pub const OBSERVED_RULES: &[&str] = &[
     "5 agent message cut by its turn's end",
     "4.2 view/subscribe backlog read from the file",
     "4.4 corrupt archive named",
+    "4.1 idle unload on time",
 ];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep

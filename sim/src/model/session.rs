@@ -1243,6 +1243,23 @@ impl Sess {
         }
     }
 
+    /// No approval pending and no task running (half of PROTOCOL.md 4.1's
+    /// idleness; the other half is no turn running or queued).
+    fn quiet(&self) -> bool {
+        self.pending_approvals().is_empty()
+            && !self
+                .tasks
+                .values()
+                .any(|t| matches!(t, TaskSt::Running { .. }))
+    }
+
+    /// Idle as far as the durable log tells (PROTOCOL.md 4.1, less the
+    /// subscriptions, which the log does not hold): no turn running or
+    /// queued, no task running, no approval pending.
+    pub fn idle(&self) -> bool {
+        self.running.is_none() && self.queue.is_empty() && self.quiet()
+    }
+
     /// A `closed` record: the life ends; an idle unload happens only when
     /// the session is idle (PROTOCOL.md 4.1), a shutdown only after every
     /// live thing ended.
@@ -1255,11 +1272,7 @@ impl Sess {
         // recovery). An idle unload finds nothing queued.
         let idle = self.running.is_none()
             && (self.queue.is_empty() || reason == "hostShutdown")
-            && self.pending_approvals().is_empty()
-            && !self
-                .tasks
-                .values()
-                .any(|t| matches!(t, TaskSt::Running { .. }));
+            && self.quiet();
         rep.check(
             idle,
             "lease-unload",

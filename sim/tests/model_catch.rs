@@ -1591,9 +1591,6 @@ fn admission_decision_not_initialized_after_the_handshake() {
     // on the link (PROTOCOL.md 2): after `initialize` alone it is right,
     // after `initialize` and `initialized` it is not.
     for (notified, legal) in [(false, true), (true, false)] {
-        let mut h = H::new();
-        h.start();
-        h.opens(2, 1);
         let mut lines = vec![json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                     "params": {"clientInfo": {"name": "t", "version": "1"}}})];
         if notified {
@@ -1601,28 +1598,13 @@ fn admission_decision_not_initialized_after_the_handshake() {
         }
         lines.push(json!({"jsonrpc": "2.0", "id": 2, "method": "state/update",
                           "params": {"commandId": cid(7), "sessionId": S, "set": {"k": 1}}}));
-        for line in lines {
-            h.push(
-                Actor::Client(1),
-                What::ClientSend {
-                    link: 2,
-                    line: line.to_string(),
-                },
-            );
-            h.host(What::HostRecv {
-                inc: 1,
-                link: 2,
-                line: line.to_string(),
-            });
-        }
         let answer = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32600,
                             "message": "Not initialized", "data": {"kind": "notInitialized"}}});
-        h.host(What::HostSend {
-            inc: 1,
-            link: 2,
-            line: answer.to_string(),
-        });
-        judged(&h, legal, "admission-decision");
+        judged(
+            &on_a_fresh_link(&lines, answer),
+            legal,
+            "admission-decision",
+        );
     }
 }
 

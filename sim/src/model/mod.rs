@@ -87,13 +87,11 @@ struct Req {
     /// For `approval/listPending`: the session's durable approvals when it
     /// arrived, each with whether it was pending.
     approvals_at_recv: Option<BTreeMap<String, bool>>,
-    /// The host had read the handshake (`initialize`, then the
-    /// `initialized` notification) on this link before it; else it may be
-    /// refused `notInitialized` (PROTOCOL.md 2).
-    ready_at_recv: bool,
     /// How far the host had read the link's handshake when it read this
-    /// request (as [`LinkSt::handshake`]); `None` for a link the model
-    /// never saw open.
+    /// request (as [`LinkSt::handshake`]; 2: `initialize`, then the
+    /// `initialized` notification, so it may not be refused
+    /// `notInitialized`, PROTOCOL.md 2); `None` for a link the model never
+    /// saw open.
     handshake_at_recv: Option<u8>,
     /// It arrived at the host that kept its session in memory when the
     /// log rotted: the session's load count then. That host may answer it
@@ -112,7 +110,7 @@ impl Req {
     /// A `notInitialized` refusal, right only before the link's handshake
     /// was read (PROTOCOL.md 2).
     fn refused_before_handshake(&self, e: &Value) -> bool {
-        !self.ready_at_recv && e["data"]["kind"] == "notInitialized"
+        self.handshake_at_recv != Some(2) && e["data"]["kind"] == "notInitialized"
     }
 }
 
@@ -352,7 +350,7 @@ pub struct Model {
     /// Per host incarnation, until when it may still wait for a provider
     /// answer that was lost (the call's time and `EFFECT_TIMEOUT_MS`).
     effect_waits: BTreeMap<(usize, u64), u64>,
-    /// `session/closed` notifications seen, by (session, host, inc,
+    /// Idle `session/closed` notifications seen, by (session, host, inc,
     /// viewCursor): an unload's broadcast is judged once, at its first.
     idle_closes: BTreeSet<(String, usize, u64, String)>,
     /// `task/stopAll` receipt times of sessions the model had not met yet.
@@ -1326,7 +1324,6 @@ impl Model {
             existed_at_recv: false,
             terminal_at_recv: false,
             storage_failed: false,
-            ready_at_recv: self.links.get(&link).is_some_and(|l| l.handshake == 2),
             handshake_at_recv: self.links.get(&link).map(|l| l.handshake),
             approvals_at_recv: None,
             rot_memory_loads: sid
@@ -2377,13 +2374,14 @@ impl Model {
             self.rep.check_lazy(ok, "lease-unload", || format!("closed-reason {sid} {h}.{inc}"), || {
                 format!("host{h} (incarnation {inc}) sent session/closed of session {sid} with reason {reason:?}, but it {}", if reason == "hostShutdown" { "was not asked to stop" } else { "is neither idle nor hostShutdown" })
             });
-            let first = self.idle_closes.insert((
-                sid.clone(),
-                h,
-                inc,
-                p["viewCursor"].as_str().unwrap_or_default().to_string(),
-            ));
-            if reason == "idle" && first {
+            if reason == "idle"
+                && self.idle_closes.insert((
+                    sid.clone(),
+                    h,
+                    inc,
+                    p["viewCursor"].as_str().unwrap_or_default().to_string(),
+                ))
+            {
                 // PROTOCOL.md 4.1: idle means, among the rest, no
                 // connection subscribed. A link of this host whose view the
                 // host opened (a start, a resume, a subscribe answered) and

@@ -62,6 +62,14 @@ pub struct SqliteGateStore {
     conn: Connection,
 }
 
+/// Whether SQLite refused for a lock another connection holds.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 fn store_err(e: rusqlite::Error) -> GateError {
     GateError::Store(e.to_string())
 }
@@ -80,21 +88,41 @@ impl SqliteGateStore {
         busy_timeout_ms: u64,
     ) -> Result<SqliteGateStore, GateError> {
         let conn = Connection::open(path).map_err(store_err)?;
-        conn.busy_timeout(Duration::from_millis(busy_timeout_ms))
-            .map_err(store_err)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(store_err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(GateError::Store(format!(
-                "the gate file needs WAL mode; SQLite kept {mode:?}"
-            )));
+        let wait = Duration::from_millis(busy_timeout_ms);
+        conn.busy_timeout(wait).map_err(store_err)?;
+        // Two processes opening a new file at once both try to switch it
+        // to WAL; SQLite answers the loser `SQLITE_BUSY` at once, without
+        // its busy handler (waiting could deadlock). The setup is
+        // idempotent, so it is retried until the busy timeout.
+        let deadline = std::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match Self::setup(&conn) {
+                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(store_err(e)),
+                Ok(mode) if !mode.eq_ignore_ascii_case("wal") => {
+                    return Err(GateError::Store(format!(
+                        "the gate file needs WAL mode; SQLite kept {mode:?}"
+                    )));
+                }
+                Ok(_) => return Ok(SqliteGateStore { conn }),
+            }
         }
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(store_err)?;
-        conn.execute(SCHEMA, []).map_err(store_err)?;
-        conn.execute(RESOLUTION_SCHEMA, []).map_err(store_err)?;
-        Ok(SqliteGateStore { conn })
+    }
+
+    /// Puts the file in WAL mode with full syncs and creates the tables if
+    /// missing; the journal mode SQLite reports.
+    fn setup(conn: &Connection) -> rusqlite::Result<String> {
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.execute(SCHEMA, [])?;
+            conn.execute(RESOLUTION_SCHEMA, [])?;
+        }
+        Ok(mode)
     }
 
     fn row(conn: &Connection, request: &str) -> Result<Option<GateRecord>, GateError> {

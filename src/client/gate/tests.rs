@@ -280,3 +280,30 @@ fn sqlite_corrupt_rows_are_typed_errors_not_panics() {
     let e = s.get(&RequestId::new("bad").expect("r")).unwrap_err();
     assert!(matches!(e, GateError::Corrupt { .. }), "{e:?}");
 }
+
+#[test]
+fn sqlite_processes_opening_one_fresh_gate_file_at_once_all_succeed() {
+    // Two applications started together (a double click and a proxy
+    // retry) open the same new gate file: switching it to WAL needs an
+    // exclusive lock, and SQLite answers a racing upgrade "database is
+    // locked" without waiting (it would deadlock). Every open must still
+    // succeed.
+    for round in 0..30 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("gate.sqlite");
+        let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    SqliteGateStore::open(&path).map(|_| ())
+                })
+            })
+            .collect();
+        for t in threads {
+            let r = t.join().expect("thread");
+            assert!(r.is_ok(), "round {round}: {r:?}");
+        }
+    }
+}

@@ -107,7 +107,7 @@ impl Disk {
                 Some(extra) => last_start + extra.min(f.bytes.len() - last_start),
                 None => f.durable_len,
             };
-            f.bytes.make_mut().truncate(new_len);
+            f.bytes.truncate(new_len);
             f.durable_len = new_len;
             f.last_write_at = new_len;
             changed.push((s.clone(), new_len as u64, torn.is_some()));

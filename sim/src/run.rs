@@ -1251,7 +1251,7 @@ impl Sim {
                 // The io layer truncates then fsyncs (`io::storage`): the
                 // cut length is durable.
                 let f = self.disk.files.entry(session).or_default();
-                f.bytes.make_mut().truncate(len_bytes as usize);
+                f.bytes.truncate(len_bytes as usize);
                 f.durable_len = f.bytes.len();
                 f.last_write_at = f.bytes.len();
             }
@@ -1431,8 +1431,8 @@ impl Sim {
             return;
         };
         let a = self.disk.archives.entry(session.clone()).or_default();
-        a.bytes.make_mut().truncate(archive_len as usize);
-        a.bytes.make_mut().extend_from_slice(&bytes);
+        a.bytes.truncate(archive_len as usize);
+        a.bytes.append(&bytes);
         a.durable_len = a.bytes.len();
         a.last_write_at = a.bytes.len();
         self.note(
@@ -1583,7 +1583,7 @@ impl Sim {
         if !self.healing && self.w.chance(Decision::Disk, self.mix.fsync_fail_permille) {
             self.count("fsync-fail");
             let f = self.disk.files.get_mut(&session).expect("file");
-            f.bytes.make_mut().truncate(f.durable_len);
+            f.bytes.truncate(f.durable_len);
             f.last_write_at = f.durable_len;
             let kept_bytes = f.durable_len as u64;
             self.note(

@@ -78,27 +78,41 @@ impl EffectOutcome {
 /// Each value also carries its [`Lineage`]: a claim, kept true by this
 /// type alone, that lets a reader that saw these bytes before know that
 /// they have only grown since, without comparing them (see
-/// [`super::log_fold`]).
+/// [`super::log_fold`]). A value cut short ([`LogBytes::truncate`]) or
+/// copied to be appended to starts a lineage of its own, but remembers
+/// how long a prefix it still shares with the lineages it came from: a
+/// crash that drops a log's unsynced tail leaves the rest known.
 #[derive(Clone)]
 pub struct LogBytes {
     bytes: std::sync::Arc<Vec<u8>>,
     lineage: Lineage,
+    /// Earlier lineages, nearest first, each with the length of the
+    /// prefix these bytes share with every value of it at least that
+    /// long (never more than `bytes.len()`); `Lineage::NONE` pads.
+    ancestors: [(Lineage, u64); ANCESTORS],
 }
+
+/// How many earlier lineages a [`LogBytes`] remembers.
+const ANCESTORS: usize = 3;
 
 /// Which append-only history a [`LogBytes`] belongs to.
 ///
 /// Invariant: all values of one lineage share one buffer, which only ever
 /// grows at its end, so any two of them, at any two times, are a prefix
 /// of one another. A value gets a new lineage whenever that could stop
-/// being true: when made from a vector, when changed other than by an
-/// append ([`LogBytes::make_mut`]), and when appended to while another
-/// value still shares its buffer (the append then goes to a copy). Only
+/// being true: when made from a vector, when cut short
+/// ([`LogBytes::truncate`]) or changed other than by an append
+/// ([`LogBytes::make_mut`]), and when appended to while another value
+/// still shares its buffer (the append then goes to a copy). Only
 /// equality of lineages means anything; their numbers are never printed
 /// or hashed, so they do not touch determinism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lineage(u64);
 
 impl Lineage {
+    /// No lineage: pads [`LogBytes`]' ancestors (fresh ones start at 1).
+    const NONE: Lineage = Lineage(0);
+
     fn fresh() -> Lineage {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Lineage(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
@@ -116,21 +130,65 @@ impl LogBytes {
                 let mut v = Vec::with_capacity(self.bytes.len() + more.len());
                 v.extend_from_slice(&self.bytes);
                 v.extend_from_slice(more);
-                *self = LogBytes::from(v);
+                let kept = self.branch(self.bytes.len() as u64);
+                self.bytes = std::sync::Arc::new(v);
+                self.lineage = Lineage::fresh();
+                self.ancestors = kept;
             }
         }
     }
 
+    /// Cuts the bytes to their first `len` (a copy first if a reader
+    /// still shares them). The value starts a lineage of its own that
+    /// remembers sharing those `len` bytes with the one it left.
+    pub fn truncate(&mut self, len: usize) {
+        let len = len.min(self.bytes.len());
+        let kept = self.branch(len as u64);
+        std::sync::Arc::make_mut(&mut self.bytes).truncate(len);
+        self.lineage = Lineage::fresh();
+        self.ancestors = kept;
+    }
+
     /// The bytes, to change in any way (a copy first if a reader still
-    /// shares them); the value starts a lineage of its own.
+    /// shares them); the value starts a lineage of its own and forgets
+    /// every earlier one.
     pub fn make_mut(&mut self) -> &mut Vec<u8> {
         self.lineage = Lineage::fresh();
+        self.ancestors = [(Lineage::NONE, 0); ANCESTORS];
         std::sync::Arc::make_mut(&mut self.bytes)
+    }
+
+    /// The ancestors of a value that leaves its lineage keeping its first
+    /// `kept` bytes: its own lineage, then its ancestors, each clipped to
+    /// `kept`, the farthest forgotten.
+    fn branch(&self, kept: u64) -> [(Lineage, u64); ANCESTORS] {
+        let mut out = [(Lineage::NONE, 0); ANCESTORS];
+        out[0] = (self.lineage, kept);
+        for (o, &(l, n)) in out[1..].iter_mut().zip(&self.ancestors) {
+            *o = (l, n.min(kept));
+        }
+        out
     }
 
     /// The append-only history these bytes belong to.
     pub fn lineage(&self) -> Lineage {
         self.lineage
+    }
+
+    /// Whether the first `len` bytes of this value are known, without
+    /// comparing them, to be the first `len` bytes of every value of
+    /// `lineage` at least `len` long: it is this value's lineage (and the
+    /// value is that long), or one it left keeping at least `len` bytes.
+    pub fn shares_prefix(&self, lineage: Lineage, len: u64) -> bool {
+        if lineage == Lineage::NONE {
+            return false;
+        }
+        if lineage == self.lineage {
+            return len <= self.bytes.len() as u64;
+        }
+        self.ancestors
+            .iter()
+            .any(|&(l, kept)| l == lineage && len <= kept)
     }
 }
 
@@ -145,6 +203,7 @@ impl From<Vec<u8>> for LogBytes {
         LogBytes {
             bytes: std::sync::Arc::new(v),
             lineage: Lineage::fresh(),
+            ancestors: [(Lineage::NONE, 0); ANCESTORS],
         }
     }
 }
@@ -466,5 +525,47 @@ mod log_bytes_tests {
         assert_ne!(x.lineage(), y.lineage());
         assert_ne!(LogBytes::default().lineage(), LogBytes::default().lineage());
         assert_eq!(format!("{x:?}"), format!("{:?}", b"q".to_vec()));
+    }
+
+    #[test]
+    fn a_cut_or_a_copy_remembers_the_prefix_it_kept() {
+        let mut a = LogBytes::from(b"abcdef".to_vec());
+        let l1 = a.lineage();
+        assert!(a.shares_prefix(l1, 6) && !a.shares_prefix(l1, 7));
+
+        // A crash drops an unsynced tail, then the log grows again.
+        a.truncate(4);
+        a.append(b"XY");
+        let l2 = a.lineage();
+        assert_ne!(l1, l2);
+        assert!(a.shares_prefix(l1, 4), "the kept bytes are l1's");
+        assert!(!a.shares_prefix(l1, 5), "byte 5 is new");
+
+        // Appended while a reader shares it: the copy keeps everything.
+        let reader = a.clone();
+        a.append(b"Z");
+        assert!(a.shares_prefix(l2, 6) && a.shares_prefix(l1, 4));
+        assert!(!a.shares_prefix(l2, 7));
+        assert!(reader.shares_prefix(l2, 6) && !reader.shares_prefix(a.lineage(), 1));
+
+        // A deeper cut clips every remembered prefix.
+        a.truncate(2);
+        assert!(a.shares_prefix(l1, 2) && !a.shares_prefix(l1, 3));
+        assert!(a.shares_prefix(l2, 2) && !a.shares_prefix(l2, 3));
+
+        // Only the nearest few lineages are remembered.
+        for _ in 0..super::ANCESTORS {
+            a.truncate(2);
+        }
+        assert!(!a.shares_prefix(l1, 1) && !a.shares_prefix(l2, 1));
+
+        // Any other change forgets them all.
+        let mut b = LogBytes::from(b"abc".to_vec());
+        let lb = b.lineage();
+        b.truncate(2);
+        assert!(b.shares_prefix(lb, 2));
+        b.make_mut()[1] ^= 1;
+        assert!(!b.shares_prefix(lb, 1));
+        assert!(!b.shares_prefix(super::Lineage::NONE, 0));
     }
 }

@@ -10,14 +10,16 @@
 //! per client, two thirds of the CPU went to refolding). [`FoldMemo`]
 //! keeps, per session id, the last bytes folded and their fold; a log that
 //! begins with exactly those bytes starts from a copy of that fold and
-//! decodes only the rest. Anything else (a truncated, compacted or rotted
-//! log) misses. A miss whose log begins with a snapshot head (the snapshot
-//! record and its parts) byte for byte equal to the last head the memo
-//! decoded for that session starts from that head's fold: a crash that
-//! tore an unsynced tail off a compacted log gives new bytes (a new
-//! lineage) behind the same head, and decoding a long session's snapshot
-//! again on every such load made the cost of an event grow with the
-//! session (issue 10: a sixth of the instructions at 256 commands per
+//! decodes only the rest. So does a log cut short no shorter than those
+//! bytes and grown since (a crash dropped its unsynced tail; see
+//! [`LogBytes::shares_prefix`]). Anything else (a log cut below them,
+//! compacted or rotted) misses. A miss whose log begins with a snapshot
+//! head (the snapshot record and its parts) byte for byte equal to the
+//! last head the memo decoded for that session starts from that head's
+//! fold: a crash that tore a compacted log below what was folded gives
+//! new bytes behind the same head, and decoding a long session's
+//! snapshot again on every such load made the cost of an event grow with
+//! the session (issue 10: a sixth of the instructions at 256 commands per
 //! client). Comparing the head's bytes is far cheaper than decoding them.
 //! Anything else is folded from the start. The fold is a pure function of
 //! the bytes, so a hit gives the very state a full fold would: a test
@@ -140,15 +142,15 @@ struct Memo {
 }
 
 impl Memo {
-    /// Takes `sid`'s entry out if the bytes it folded begin `log`: the same
-    /// lineage and no shorter, so, by [`Lineage`]'s invariant, the same
-    /// bytes and maybe more (a load that then fails leaves no entry
+    /// Takes `sid`'s entry out if the bytes it folded begin `log`, as
+    /// [`LogBytes::shares_prefix`] knows without comparing them: the same
+    /// lineage and no shorter, or one `log` left (a crash's cut) keeping
+    /// at least those bytes (a load that then fails leaves no entry
     /// behind).
     fn take_prefix_of(&mut self, sid: &str, log: &LogBytes) -> Option<Folded> {
         let (lineage, f) = self.entries.remove(sid)?;
         self.bytes -= f.shape.valid_len;
-        let hit = lineage == log.lineage() && f.shape.valid_len <= log.len() as u64;
-        hit.then_some(f)
+        log.shares_prefix(lineage, f.shape.valid_len).then_some(f)
     }
 
     /// A copy of `sid`'s head fold if `log` begins with exactly its bytes.
@@ -337,13 +339,29 @@ mod tests {
                 Load,
                 AppendShared(0),
                 Load,
+                // A cut below what was folded misses; one above it (a
+                // crash dropping an unsynced tail) and a copy to append
+                // to do not.
+                Cut(ends[1]),
+                Append(ends[2] - ends[1]),
+                Load,
+                Append(ends[4] - ends[2]),
+                Cut(ends[3]),
+                Load,
+                Append(ends[4] - ends[3] - 2),
+                Load,
+                Cut(ends[4] - 5),
+                AppendShared(5),
+                Load,
             ]);
 
             let _memo = FoldMemo::install();
             let mut file = LogBytes::default();
-            let (mut hits, mut damaged_found) = (0, 0);
-            // The last load succeeded and only appends in place came since.
-            let mut clean = false;
+            let (mut hits, mut cut_hits, mut damaged_found) = (0, 0, 0);
+            // The bytes the last load folded, if it succeeded and only
+            // appends and cuts that kept those bytes came since.
+            let mut clean: Option<usize> = None;
+            let mut cut_since = false;
             let mut written = 0;
             for (i, step) in steps.iter().enumerate() {
                 match *step {
@@ -356,44 +374,59 @@ mod tests {
                         file.append(&log[written..written + n]);
                         written += n;
                         assert_ne!(reader.lineage(), file.lineage(), "a copy starts anew");
-                        clean = false;
+                        cut_since = true;
                     }
                     Flip(at) => {
                         file.make_mut()[at] ^= 0x40;
-                        clean = false;
+                        clean = None;
                     }
                     Cut(len) => {
-                        file.make_mut().truncate(len);
+                        file.truncate(len);
                         written = len;
-                        clean = false;
+                        clean = clean.filter(|&folded| folded <= len);
+                        cut_since = true;
                     }
                     Anew => {
                         file = LogBytes::from(file.to_vec());
-                        clean = false;
+                        clean = None;
                     }
                     Load => {
                         let memo_had = MEMO.with(|m| {
-                            m.borrow()
-                                .as_ref()
-                                .and_then(|m| m.entries.get(SID).map(|e| e.0))
+                            m.borrow().as_ref().and_then(|m| {
+                                m.entries
+                                    .get(SID)
+                                    .map(|(l, f)| (*l, f.shape.valid_len))
+                            })
                         });
-                        let got = seen(&fold_log(SID, &file));
-                        let full = seen(&fold_from(&file, None));
+                        let got = fold_log(SID, &file);
+                        let folded = got.as_ref().ok().map(|f| f.shape.valid_len as usize);
+                        let (got, full) = (seen(&got), seen(&fold_from(&file, None)));
                         assert_eq!(
                             got, full,
                             "step {i} {step:?} (compact {compact}) differs through the memo"
                         );
-                        let hit = memo_had == Some(file.lineage());
-                        assert_eq!(hit, clean, "step {i} {step:?} (compact {compact})");
+                        let hit = memo_had.is_some_and(|(l, len)| file.shares_prefix(l, len));
+                        assert_eq!(
+                            hit,
+                            clean.is_some(),
+                            "step {i} {step:?} (compact {compact})"
+                        );
                         hits += usize::from(hit);
-                        clean = got.starts_with("Ok");
+                        cut_hits += usize::from(hit && cut_since);
+                        clean = folded;
+                        cut_since = false;
                         damaged_found += usize::from(got.starts_with("Err"));
                     }
                 }
             }
-            // Every load after a successful one and appends in place
-            // starts from the memo, and no other.
+            // Every load after a successful one, with only appends and
+            // cuts that keep what it folded since, starts from the memo,
+            // and no other.
             assert!(hits >= 3, "loads that start from the memo: {hits}");
+            assert!(
+                cut_hits >= 2,
+                "loads after a cut above the fold or a copy that start from the memo: {cut_hits}"
+            );
             assert!(
                 damaged_found >= 2,
                 "damage inside a memoised prefix is still found"
@@ -443,8 +476,8 @@ mod tests {
         let mut file = LogBytes::from(log[..ends[5]].to_vec());
         let first = fold_log(SID, &file).expect("folds");
         // Cut below what was folded, then grow again past it, all in the
-        // same buffer: only `make_mut` may do that, and it starts anew.
-        file.make_mut().truncate(ends[1]);
+        // same buffer: the cut remembers keeping too few bytes.
+        file.truncate(ends[1]);
         file.append(&log[ends[1]..ends[7]]);
         let again = fold_log(SID, &file).expect("folds");
         assert_eq!(seen(&Ok(again)), seen(&fold_from(&file, None)));

@@ -1586,6 +1586,51 @@ fn admission_decision_storage_error_without_a_storage_failure() {
 }
 
 #[test]
+fn admission_decision_storage_error_for_an_intake_already_durable() {
+    // `storageUnavailable` says nothing was applied (PROTOCOL.md 3): once
+    // the holder has synced a command's intake in its current load, a
+    // storage failure that follows cannot make that command's answer an
+    // internal error (its queued ack stands).
+    for synced_first in [false, true] {
+        let mut h = H::new();
+        h.start();
+        let c = cid(5);
+        h.recv(
+            5,
+            "state/update",
+            json!({"commandId": c, "sessionId": S, "expectedRevision": 0, "set": {"k": 1}}),
+        );
+        let ack = json!({"commandId": c, "status": "accepted", "revision": 1});
+        let received = h.received(
+            &c,
+            "state/update",
+            json!({"sessionId": S, "expectedRevision": 0, "set": {"k": 1}}),
+            json!({"result": ack}),
+        );
+        let durable_before = h.len as u64;
+        h.append(vec![received]);
+        if synced_first {
+            h.sync();
+        }
+        h.host(What::SyncFailed {
+            inc: 1,
+            session: S.into(),
+            kept_bytes: if synced_first {
+                h.len as u64
+            } else {
+                durable_before
+            },
+        });
+        h.reject(
+            5,
+            json!({"code": -32603, "message": "storage unavailable: fsync failed",
+                   "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+        );
+        judged(&h, !synced_first, "admission-decision");
+    }
+}
+
+#[test]
 fn admission_decision_not_initialized_after_the_handshake() {
     // `notInitialized` only before both halves of the handshake were read
     // on the link (PROTOCOL.md 2): after `initialize` alone it is right,

@@ -393,9 +393,7 @@ mod tests {
                     Load => {
                         let memo_had = MEMO.with(|m| {
                             m.borrow().as_ref().and_then(|m| {
-                                m.entries
-                                    .get(SID)
-                                    .map(|(l, f)| (*l, f.shape.valid_len))
+                                m.entries.get(SID).map(|(l, f)| (*l, f.shape.valid_len))
                             })
                         });
                         let got = fold_log(SID, &file);

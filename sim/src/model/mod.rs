@@ -84,6 +84,11 @@ struct Req {
     terminal_at_recv: bool,
     /// A storage failure of its session happened since receipt.
     storage_failed: bool,
+    /// One happened while its command's intake was not yet durable in
+    /// the failing host's load of the session: only then may the command
+    /// be refused `storageUnavailable` ("nothing was acked or applied",
+    /// PROTOCOL.md 3). Requests without a command id count any failure.
+    failed_before_intake_durable: bool,
     /// For `approval/listPending`: the session's durable approvals when it
     /// arrived, each with whether it was pending.
     approvals_at_recv: Option<BTreeMap<String, bool>>,
@@ -302,6 +307,10 @@ pub struct Model {
     files: BTreeMap<String, LogFile>,
     sessions: BTreeMap<String, Sess>,
     leases: BTreeMap<String, (usize, u64)>,
+    /// Per session, the trace index of its latest lease grant: what a
+    /// holder made durable since is known durable to that load (a new
+    /// load trusts nothing it read until its first sync).
+    granted_at: BTreeMap<String, usize>,
     /// Sessions each host incarnation dropped (storage failure) or died
     /// holding: recovery is due at their next load.
     dead_holder: BTreeSet<String>,
@@ -828,6 +837,7 @@ impl Model {
         }
         self.released_by.remove(sid);
         self.leases.insert(sid.to_string(), (h, inc));
+        self.granted_at.insert(sid.to_string(), self.rep.at);
         *self.loads.entry(sid.to_string()).or_insert(0) += 1;
         let len = self.files.get(sid).map_or(0, |f| f.len());
         let recovery = self.dead_holder.remove(sid);
@@ -903,6 +913,15 @@ impl Model {
             }
         }
         self.consume(sid);
+        // Intakes this holder wrote and synced in its current load: the
+        // host knows them durable, so their commands were applied.
+        let since = self.granted_at.get(sid).copied().unwrap_or(0);
+        let ledger = self.sessions.get(sid).map(|s| &s.ledger);
+        let durable_here = |cid: &str| {
+            ledger
+                .and_then(|l| l.get(&wire::key(cid)))
+                .is_some_and(|i| i.writer == Some((h, inc)) && i.at > since)
+        };
         for l in self.links.values_mut() {
             if l.host == h && l.inc == inc {
                 if let Some(sub) = l.subs.get_mut(sid) {
@@ -911,6 +930,9 @@ impl Model {
                 for r in l.reqs.values_mut() {
                     if r.sid.as_deref() == Some(sid) {
                         r.storage_failed = true;
+                        if !r.cid.as_deref().is_some_and(durable_here) {
+                            r.failed_before_intake_durable = true;
+                        }
                     }
                 }
             }
@@ -1126,6 +1148,15 @@ impl Model {
                 }
             }
         }
+        // A watch started while records its holder had written were not
+        // yet durable (a turn's start, say) ends when they show the
+        // session was not idle after all (lease-handover seed 32 of the
+        // `sim` client: a link cut between a turn's append and its sync).
+        if self.idle_watch.contains_key(sid)
+            && !self.sessions.get(sid).is_some_and(|x| x.open && x.idle())
+        {
+            self.idle_watch.remove(sid);
+        }
         self.refresh_windows(sid);
     }
 
@@ -1324,6 +1355,7 @@ impl Model {
             existed_at_recv: false,
             terminal_at_recv: false,
             storage_failed: false,
+            failed_before_intake_durable: false,
             handshake_at_recv: self.links.get(&link).map(|l| l.handshake),
             approvals_at_recv: None,
             rot_memory_loads: sid
@@ -2167,8 +2199,10 @@ impl Model {
             // The simulated disk fails only appends and syncs, and a
             // rotten log's answers are judged before this: an internal
             // error (`storageUnavailable`, `logCorrupt` or none) is right
-            // only after a storage failure of this session on this host.
-            -32603 => req.storage_failed,
+            // only after a storage failure of this session on this host,
+            // one that came before this holder had made the command's
+            // intake durable (after, the command was applied).
+            -32603 => req.failed_before_intake_durable,
             -32600 => req.refused_before_handshake(e),
             // A resume from a cursor the host does not know: an ephemeral
             // host forgets its sessions' events when it dies; a durable
@@ -2190,6 +2224,10 @@ impl Model {
         };
         if ok && code == -32053 {
             self.rep.hit("4.1 approval/decide requirement stale");
+        }
+        if ok && code == -32603 && req.cid.is_some() {
+            self.rep
+                .hit("3 storageUnavailable before the intake was durable");
         }
         self.rep.check(ok, "admission-decision", &format!("err {k} {}", self.rep.at), || {
             format!("host{h} answered {} {} in session {sid} with error {e}, whose condition never held while it was handled (holders {:?}, existed {}, spec {:?})", req.method, k, req.holders, req.existed, req.window)

@@ -181,6 +181,7 @@ pub const OBSERVED_RULES: &[&str] = &[
     "4.2 view/subscribe backlog read from the file",
     "4.4 corrupt archive named",
     "4.1 idle unload on time",
+    "3 storageUnavailable before the intake was durable",
 ];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep

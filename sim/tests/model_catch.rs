@@ -2719,6 +2719,63 @@ fn lease_unload_an_idle_session_never_unloaded() {
 }
 
 #[test]
+fn lease_unload_a_cut_before_a_turn_start_is_synced_owes_no_unload() {
+    // A link cut while the turn it started was written but not yet synced:
+    // the durable log showed S idle at the cut, the sync then showed the
+    // turn running, and a running session is not unloaded (lease-handover
+    // seed 32 of the `sim` client). Control: the same cut after the turn's
+    // end is synced owes the unload.
+    for turn_synced_before_cut in [false, true] {
+        let mut h = H::new();
+        h.push(
+            Actor::World,
+            What::FaultMix("none idle-unload=4000ms".into()),
+        );
+        h.start();
+        let c = cid(7);
+        h.recv(
+            3,
+            "turn/start",
+            json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": "hi"}]}),
+        );
+        let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
+        let received = h.received(
+            &c,
+            "turn/start",
+            json!({"sessionId": S, "input": [{"type": "text", "text": "hi"}], "ifBusy": "queue"}),
+            json!({"result": ack}),
+        );
+        let (started, _) = h.event(
+            "turn/started",
+            json!({"turnId": c, "commandId": c}),
+            Some(&c),
+        );
+        let settled = h.settled(&c);
+        h.append(vec![received, started, settled]);
+        if turn_synced_before_cut {
+            let (done, _) = h.event(
+                "turn/completed",
+                json!({"turnId": c, "status": "completed"}),
+                Some(&c),
+            );
+            h.append(vec![done]);
+            h.sync();
+        }
+        h.push(
+            Actor::Net,
+            What::LinkClosed {
+                link: 1,
+                why: "cut",
+            },
+        );
+        h.sync();
+        h.t += 4_300;
+        h.push(Actor::World, What::Phase("later".into()));
+        judged(&h, !turn_synced_before_cut, "lease-unload");
+    }
+}
+
+#[test]
 fn lease_unload_an_idle_unload_while_another_link_is_subscribed() {
     // Idle means no connection subscribed (PROTOCOL.md 4.1): link 2's
     // `view/subscribe` of S, answered and never ended, keeps S loaded.

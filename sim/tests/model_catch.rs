@@ -1974,8 +1974,8 @@ impl H {
     /// S started; turn cid(2) (`!effect keyed act-1`) runs and asks
     /// approval cid(3001) for its tool call cid(3000). The tool call
     /// item and the records of its `item/started` and
-    /// `approval/requested` (not appended yet).
-    fn effect_asked(&mut self) -> (Value, Vec<Vec<u8>>) {
+    /// `approval/requested` (not appended yet), and their params.
+    fn effect_asked(&mut self) -> (Value, Vec<Vec<u8>>, [Value; 2]) {
         self.start();
         self.turn(2, 2, "!effect keyed act-1");
         let (t, item_id, a) = (cid(2), cid(3000), cid(3001));
@@ -1983,8 +1983,8 @@ impl H {
         let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
             "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
             "approvalId": a});
-        let (e1, _) = self.event("item/started", json!({"item": tool}), None);
-        let (e2, _) = self.event(
+        let (e1, started) = self.event("item/started", json!({"item": tool}), None);
+        let (e2, asked) = self.event(
             "approval/requested",
             json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
                 "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
@@ -1996,7 +1996,7 @@ impl H {
                 "protectedWrite": false, "judgeEscalated": false}),
             None,
         );
-        (tool, vec![e1, e2])
+        (tool, vec![e1, e2], [started, asked])
     }
 }
 
@@ -2005,7 +2005,7 @@ impl H {
 /// unless `complete_tool` is false, then ends the turn `cancelled`.
 fn aborted_effect(complete_tool: bool) -> H {
     let mut h = H::new();
-    let (tool, mut recs) = h.effect_asked();
+    let (tool, mut recs, _) = h.effect_asked();
     let (t, item_id, a) = (cid(2), cid(3000), cid(3001));
     let (e, _) = h.event(
         "approval/resolved",
@@ -2204,7 +2204,7 @@ fn turn_lifecycle_a_task_cancelled_that_no_stop_named() {
 /// (`""`: it never does).
 fn keyed_effect(lost: bool, outcome: &str) -> H {
     let mut h = H::new();
-    let (tool, recs) = h.effect_asked();
+    let (tool, recs, _) = h.effect_asked();
     let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
     h.append(recs);
     h.sync();
@@ -2797,5 +2797,95 @@ fn lease_unload_an_idle_unload_while_another_link_is_subscribed() {
         h.t += 4_000;
         unloads(&mut h);
         judged(&h, legal, "lease-unload");
+    }
+}
+
+// ----- server requests ----------------------------------------------------
+
+/// Turn cid(2)'s approval asked, durable, and its `approval/requested`
+/// sent on link 1; returns its params.
+fn approval_pending() -> (H, Value) {
+    let mut h = H::new();
+    let (_, recs, [started, asked]) = h.effect_asked();
+    h.append(recs);
+    h.sync();
+    h.notify("item/started", &started);
+    h.notify("approval/requested", &asked);
+    (h, asked)
+}
+
+fn approval_request(h: &mut H, id: u64, params: &Value) {
+    h.send(json!({"jsonrpc": "2.0", "id": id, "method": "approval/request", "params": params}));
+}
+
+#[test]
+fn pending_visible_a_server_request_id_repeated_on_a_link() {
+    // PROTOCOL.md 2: server request ids are integers per connection, from
+    // 1; a client answers by id, so one never comes twice on a link.
+    for (second, legal) in [(2, true), (1, false)] {
+        let (mut h, asked) = approval_pending();
+        approval_request(&mut h, 1, &asked);
+        approval_request(&mut h, second, &asked);
+        judged(&h, legal, "pending-visible");
+    }
+}
+
+#[test]
+fn pending_visible_an_approval_request_unlike_its_approval() {
+    // `approval/request` carries the params of the durable
+    // `approval/requested` (PROTOCOL.md 5), `viewCursor` included.
+    let (mut h, asked) = approval_pending();
+    approval_request(&mut h, 1, &asked);
+    clean(&h);
+    let (mut h, asked) = approval_pending();
+    let mut other = asked.clone();
+    other.as_object_mut().unwrap().remove("viewCursor");
+    approval_request(&mut h, 1, &other);
+    caught(&h, "pending-visible");
+}
+
+#[test]
+fn pending_visible_a_resume_that_never_reissues_a_pending_approval() {
+    // PROTOCOL.md 4.1: a resume's pending approvals are re-issued as
+    // `approval/request` right after its response, so before the link's
+    // next answer.
+    for reissued in [true, false] {
+        let (mut h, asked) = approval_pending();
+        approval_request(&mut h, 1, &asked);
+        let c = cid(20);
+        h.recv(
+            5,
+            "session/resume",
+            json!({"commandId": c, "sessionId": S, "cursor": cursor(h.n), "excludeItems": true}),
+        );
+        let result = json!({"session": {}, "viewCursor": cursor(h.n),
+            "history": {"mode": "none", "items": null, "snapshot": null, "noneReason": "cursorSuffix"},
+            "pendingRequests": []});
+        let r = h.received(
+            &c,
+            "session/resume",
+            json!({"sessionId": S, "cursor": cursor(h.n), "excludeItems": true}),
+            json!({"result": result}),
+        );
+        let st = h.settled(&c);
+        h.append(vec![r, st]);
+        h.sync();
+        h.answer(5, result);
+        if reissued {
+            approval_request(&mut h, 2, &asked);
+        }
+        h.recv(6, "approval/listPending", json!({"sessionId": S}));
+        h.answer(6, json!({"approvals": [asked], "userInputs": []}));
+        let v: Vec<String> = h
+            .check()
+            .into_iter()
+            .filter(|x| x.property == "pending-visible")
+            .map(|x| x.detail)
+            .collect();
+        assert_eq!(
+            v.iter().any(|d| d.contains("re-issued right after")),
+            !reissued,
+            "{v:#?}"
+        );
     }
 }

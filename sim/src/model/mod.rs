@@ -192,6 +192,12 @@ struct LinkSt {
     /// `session/started` broadcast (PROTOCOL.md 4.1).
     ready_at: Option<usize>,
     subs: BTreeMap<String, Sub>,
+    /// The id of the last server request sent on this link (0: none).
+    last_server_id: u64,
+    /// Per session resumed on this link: the approvals its resume's
+    /// answer owes an `approval/request` before the link's next answer.
+    /// (Each with whether it owed any at the answer.)
+    reissues_owed: BTreeMap<String, (bool, BTreeSet<String>)>,
 }
 
 impl LinkSt {
@@ -1546,8 +1552,114 @@ impl Model {
                 params,
                 emitted_ms,
             } => self.notified(h, inc, link, &method, &params, emitted_ms),
-            Frame::Request { .. } => {}
+            Frame::Request { id, method, params } => {
+                self.server_request(h, inc, link, &id, &method, &params)
+            }
         }
+    }
+
+    /// PROTOCOL.md 4.1: a `session/resume`'s pending approvals "are
+    /// re-issued as `approval/request` right after the response". Owed:
+    /// every approval requested at or before the answer's `viewCursor`
+    /// and still pending in the durable log as the answer goes out (the
+    /// host's memory at the resume held at least those pending).
+    fn owe_reissues(&mut self, link: u64, sid: &str, result: &Value) {
+        let head = result["viewCursor"]
+            .as_str()
+            .and_then(|c| wire::cursor_of(sid, c))
+            .map_or(0, |(n, _)| n);
+        let owed: BTreeSet<String> = self
+            .sessions
+            .get(sid)
+            .map(|x| {
+                x.approvals
+                    .iter()
+                    .filter(|(_, a)| a.resolved.is_none())
+                    .filter(|(_, a)| {
+                        a.params["viewCursor"]
+                            .as_str()
+                            .and_then(|c| wire::cursor_of(sid, c))
+                            .is_some_and(|(n, _)| n <= head)
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(l) = self.links.get_mut(&link) {
+            l.reissues_owed
+                .insert(sid.to_string(), (!owed.is_empty(), owed));
+        }
+    }
+
+    /// The next answer on a link after a resume's: each approval the
+    /// resume owed went out before it (a connection's frames leave in
+    /// order), unless the session left its holder since (an unload, a
+    /// storage failure that dropped its queued frames, a shutdown).
+    fn reissues_sent(&mut self, h: usize, inc: u64, link: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let owed = std::mem::take(&mut l.reissues_owed);
+        for (sid, (any, aids)) in owed {
+            let excused = self.leases.get(&sid) != Some(&(h, inc))
+                || self.dropped.contains(&(h, inc, sid.clone()))
+                || self.stopping.contains_key(&(h, inc));
+            if !any || excused {
+                continue;
+            }
+            if aids.is_empty() {
+                self.rep.hit("4.1 pending approvals re-issued");
+            }
+            self.rep.check_lazy(aids.is_empty(), "pending-visible", || format!("reissue {link} {sid}"), || {
+                format!("session {sid}: the resume answered on link {link} left approvals {aids:?} pending, and the link's next answer came before their approval/request (PROTOCOL.md 4.1: re-issued right after the response)")
+            });
+        }
+    }
+
+    /// A request the host sent on a link. The only one this host sends is
+    /// `approval/request`, with the params of the durable
+    /// `approval/requested` it follows or re-issues (PROTOCOL.md 4.1, 5);
+    /// its ids are integers per connection, from 1 (PROTOCOL.md 2), so
+    /// never repeated on a link (JSON-RPC: the client answers by id).
+    fn server_request(
+        &mut self,
+        h: usize,
+        inc: u64,
+        link: u64,
+        id: &Value,
+        method: &str,
+        params: &Value,
+    ) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let last = l.last_server_id;
+        let n = id.as_u64().filter(|&n| n > last);
+        self.rep.check(n.is_some(), "pending-visible", &format!("server-id {link} {id}"), || {
+            format!("host{h} (incarnation {inc}) sent server request {method} with id {id} on link {link} after id {last}: server request ids are integers per connection, from 1, never repeated")
+        });
+        if let Some(n) = n {
+            l.last_server_id = n;
+        }
+        if method != "approval/request" {
+            self.rep.fail("pending-visible", &format!("server-method {link} {method}"), format!("host{h} sent server request {method} on link {link}: this host's only server request is approval/request"));
+            return;
+        }
+        let sid = params["sessionId"].as_str().unwrap_or_default();
+        let aid = params["approvalId"].as_str().unwrap_or_default();
+        if let Some((_, owed)) = l.reissues_owed.get_mut(sid) {
+            owed.remove(aid);
+        }
+        let Some(a) = self.sessions.get(sid).and_then(|x| x.approvals.get(aid)) else {
+            return;
+        };
+        let same = a.params == *params;
+        if same {
+            self.rep.hit("4.1 approval/request judged");
+        }
+        self.rep.check(same, "pending-visible", &format!("server-params {link} {aid}"), || {
+            format!("host{h} sent approval/request {params} on link {link}, not the params of its durable approval/requested {}", a.params)
+        });
     }
     /// PROTOCOL.md 4.1: "the host unloads it after `--idle-unload-ms` of
     /// idleness". Called when a link of host `h`'s incarnation `inc`
@@ -1681,6 +1793,10 @@ impl Model {
     ) {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
+        self.reissues_sent(h, inc, link);
+        if let (Ok(r), "session/resume", Some(s)) = (&outcome, method.as_str(), &req.sid) {
+            self.owe_reissues(link, s, r);
+        }
         self.backlogs_sent(h, link, &method);
         self.handshake_kept(link, &req, &outcome);
         if let (Err(e), Some(s)) = (&outcome, &req.sid) {

@@ -97,6 +97,8 @@ pub const RULES: &[&str] = &[
     "4.1 state/update accepted",
     "4.1 approval/decide accepted",
     "4.1 approval/decide requirement stale",
+    "4.1 approval/request judged",
+    "4.1 pending approvals re-issued",
     "4.1 task/stop accepted",
     "4.1 task/stopAll",
     "4.1 idle unload",

@@ -656,6 +656,9 @@ impl Summary {
             if self.client == crate::run::ClientKind::Sdk.name() {
                 rules.extend(crate::model::report::PAGE_RULES);
             }
+            if self.client == crate::run::ClientKind::Sim.name() {
+                rules.retain(|r| !crate::model::report::SIM_CLIENT_EXEMPT.contains(r));
+            }
             rules
         } else if self.scenario == Scenario::BitRot.name() {
             crate::model::report::BITROT_RULES.to_vec()
@@ -1091,5 +1094,18 @@ mod tests {
             s.rules.insert(r.to_string(), 1);
         }
         assert!(s.missed_rules().is_empty());
+        // The simulator's own client is not owed its exempt rules; the
+        // SDK clients are.
+        for r in crate::model::report::SIM_CLIENT_EXEMPT {
+            s.rules.remove(*r);
+        }
+        for (client, owed) in [
+            ("sim", vec![]),
+            ("sdk-v1", crate::model::report::SIM_CLIENT_EXEMPT.to_vec()),
+            ("sdk", crate::model::report::SIM_CLIENT_EXEMPT.to_vec()),
+        ] {
+            s.client = client.to_string();
+            assert_eq!(s.missed_rules(), owed, "{client}");
+        }
     }
 }

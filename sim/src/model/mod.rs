@@ -372,6 +372,11 @@ pub struct Model {
     stop_all_early: BTreeMap<String, Vec<u64>>,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
+    /// Per rotten session: the host incarnation that held it (or had
+    /// just released it) at the damage, and the durable head then: the
+    /// events up to it that host had in memory and may still send, even
+    /// after a later load of the damaged log failed.
+    rot_memory: BTreeMap<String, ((usize, u64), u64)>,
     /// The holder of a rotten session at the moment of the damage: it may
     /// go on from memory until it lets go; nobody may load the damaged log.
     rot_holder: BTreeMap<String, (usize, u64)>,
@@ -586,6 +591,12 @@ impl Model {
                     .copied();
                 if let Some(holder) = holder {
                     self.rot_holder.insert(session.clone(), holder);
+                    let head = self
+                        .sessions
+                        .get(session)
+                        .and_then(|x| x.events.keys().next_back().copied())
+                        .unwrap_or(0);
+                    self.rot_memory.insert(session.clone(), (holder, head));
                     // What the holder already received it may still
                     // answer from memory.
                     let loads = self.loads.get(session).copied().unwrap_or(0);
@@ -1344,6 +1355,21 @@ impl Model {
                 self.idle_watch.remove(s);
             }
         }
+        // A `session/start` naming no session touches the one its command
+        // id started, if any: its replay subscribes the link there
+        // (lease-handover seed 6850).
+        if let (None, "session/start", Some(c)) = (&sid, method.as_str(), &cid) {
+            let k = wire::key(c);
+            let started: Vec<String> = self
+                .sessions
+                .iter()
+                .filter(|(_, x)| x.start_cid.as_deref().map(wire::key) == Some(k.clone()))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for s in started {
+                self.idle_watch.remove(&s);
+            }
+        }
         let mut r = Req {
             method: method.clone(),
             params,
@@ -1601,9 +1627,12 @@ impl Model {
         };
         let owed = std::mem::take(&mut l.reissues_owed);
         for (sid, (any, aids)) in owed {
+            // A rotten log's records past the damage are not read here
+            // (bitrot seed 2956: the approval's resolution came after it).
             let excused = self.leases.get(&sid) != Some(&(h, inc))
                 || self.dropped.contains(&(h, inc, sid.clone()))
-                || self.stopping.contains_key(&(h, inc));
+                || self.stopping.contains_key(&(h, inc))
+                || self.rotten.contains_key(&sid);
             if !any || excused {
                 continue;
             }
@@ -2261,7 +2290,20 @@ impl Model {
         let method = &req.method;
         let kept_memory = req.rot_memory_loads.is_some()
             && req.rot_memory_loads == Some(self.loads.get(sid).copied().unwrap_or(0));
-        if kept_memory || self.rot_holder.get(sid) == Some(&(h, inc)) {
+        // It arrived before the damage and its intake, this host's, was
+        // durable before it: the answer was decided then (the recorded
+        // one, judged as any replay), whatever loads came after (bitrot
+        // seed 1077: the answer waited behind another session's sync
+        // while a duplicate copy reloaded the session and found the rot).
+        // A copy that arrives after the damage is answered from a load.
+        let rot_at = self.rotten.get(sid).copied().unwrap_or(usize::MAX);
+        let decided_before = req.recv_at < rot_at
+            && self
+                .sessions
+                .get(sid)
+                .and_then(|x| x.ledger.get(&wire::key(cid)))
+                .is_some_and(|i| i.writer == Some((h, inc)) && i.at < rot_at);
+        if kept_memory || decided_before || self.rot_holder.get(sid) == Some(&(h, inc)) {
             return;
         }
         let refused = outcome.as_ref().err().is_some_and(|e| e["code"] != -32030);
@@ -2528,7 +2570,17 @@ impl Model {
             self.rep.check_lazy(ok, "lease-unload", || format!("closed-reason {sid} {h}.{inc}"), || {
                 format!("host{h} (incarnation {inc}) sent session/closed of session {sid} with reason {reason:?}, but it {}", if reason == "hostShutdown" { "was not asked to stop" } else { "is neither idle nor hostShutdown" })
             });
+            // An idle unload tells its links after its `closed` record:
+            // a session this host holds again, whose log shows it loaded
+            // again, is a later load, and this notification waited on its
+            // link behind other frames (it says nothing of who subscribes
+            // now; lease-handover seed 3550: sent behind another session's
+            // gated answer, after a resume on another link had reloaded
+            // the session).
+            let stale = self.leases.get(&sid) == Some(&(h, inc))
+                && self.sessions.get(&sid).is_some_and(|x| x.open);
             if reason == "idle"
+                && !stale
                 && self.idle_closes.insert((
                     sid.clone(),
                     h,
@@ -2578,7 +2630,14 @@ impl Model {
         };
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         if self.rotten.contains_key(&sid) {
-            let ok = self.rot_holder.get(&sid) == Some(&(h, inc));
+            // (bitrot seed 4531: a shutdown's `turn/completed`, queued on
+            // a slow link, went out after a duplicate start's load had
+            // found the damage.)
+            let ok = self.rot_holder.get(&sid) == Some(&(h, inc))
+                || self
+                    .rot_memory
+                    .get(&sid)
+                    .is_some_and(|&(holder, head)| holder == (h, inc) && n <= head);
             self.rep.check(ok, "log-integrity", &format!("rot-event {sid} {h}.{inc}"), || {
                 format!("host{h} sent {method} #{n} of session {sid} after its log rotted, from a load of the damaged log")
             });

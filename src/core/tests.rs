@@ -2076,3 +2076,62 @@ fn a_new_view_never_repeats_events_still_queued_for_its_connection() {
         );
     }
 }
+
+#[test]
+fn a_second_subscribe_after_an_older_cursor_gets_what_the_first_skipped() {
+    // Bitrot seed 6804 of 0..7000: a connection subscribed from the head
+    // (sent nothing before it), its `view/unsubscribe` was lost, and it
+    // subscribed again after an old cursor. The host counted a subscribed
+    // connection as sent everything up to the head and answered with no
+    // backlog; `view/subscribe` replays (after, head] (REFERENCE.md).
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "first", json!({}));
+    h.advance(3_000);
+    h.take(c);
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let f = req(&mut h, c2, 1, "view/subscribe", json!({"sessionId": SID}));
+    let head = response(&f, 1)["result"]["viewCursor"].clone();
+    assert!(
+        f.iter().all(|x| x.get("method").is_none()),
+        "from the head, no backlog: {f:#?}"
+    );
+    let f = req(
+        &mut h,
+        c2,
+        2,
+        "view/subscribe",
+        json!({"sessionId": SID, "after": format!("v:{SID}:1")}),
+    );
+    assert_eq!(response(&f, 2)["result"]["viewCursor"], head);
+    let head_n: u64 = head
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let cursors: Vec<String> = f
+        .iter()
+        .filter_map(|x| x["params"]["viewCursor"].as_str().map(str::to_string))
+        .collect();
+    let want: Vec<String> = (2..=head_n).map(|n| format!("v:{SID}:{n}")).collect();
+    assert_eq!(
+        cursors, want,
+        "the events after the old cursor, once: {f:#?}"
+    );
+    // A third subscribe repeats nothing.
+    let f = req(
+        &mut h,
+        c2,
+        3,
+        "view/subscribe",
+        json!({"sessionId": SID, "after": format!("v:{SID}:1")}),
+    );
+    assert!(
+        f.iter().all(|x| x.get("method").is_none()),
+        "nothing twice: {f:#?}"
+    );
+}

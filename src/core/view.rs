@@ -471,18 +471,17 @@ impl Host {
         // below then covers them exactly once for the new one.
         self.flush(sid);
         let Some(l) = self.loaded(sid) else { return };
-        // A connection already subscribed has been sent every event up to
-        // the head (its backlog, then live ones): a second subscription on
-        // it (a duplicated resume line, say) must not repeat them.
-        let after_n = if l.subscribers.contains(&conn) {
-            l.s.head_n()
-        } else {
-            // Never repeat what this connection was already sent, even by
-            // an earlier incarnation of the session (storage failure, then
-            // a duplicated resume line).
-            let asked = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
-            asked.max(self.sent_or_queued_upto(conn, sid))
-        };
+        // Never repeat what this connection was sent or has queued, even
+        // by an earlier view or incarnation of the session (a duplicated
+        // resume line, a storage failure, then a duplicated line), and
+        // send the rest of what was asked: a connection already
+        // subscribed from the head was sent nothing before it, so a second
+        // `view/subscribe` with an earlier `after` still gets its events
+        // (bitrot seed 6804: a dropped `view/unsubscribe` between two
+        // subscribes, the second after an old cursor, answered with no
+        // backlog).
+        let asked = l.s.parse_cursor(after).unwrap_or(l.s.head_n());
+        let after_n = asked.max(self.sent_or_queued_upto(conn, sid));
         // Archived events come first, read in chunks into holes of the
         // connection's queue; what follows waits behind them.
         let last_archived = l.s.first_in_memory_n() - 1;

@@ -2491,8 +2491,13 @@ impl Model {
             // A resume on a link the model still counts subscribed (the
             // client may have sent `view/unsubscribe`, which the host
             // honours at once): the view may go on where it was, or
-            // start again after the resume's floor.
-            sub.hi = sub.hi.max(floor.max(sub.last) + 1);
+            // start again after the resume's floor (never repeating what
+            // the link had: a view from the head had none of the events
+            // before it, which a `view/subscribe` after an older cursor
+            // asks for).
+            let next = floor.max(sub.last) + 1;
+            sub.hi = sub.hi.max(next);
+            sub.lo = sub.lo.min(next);
             return;
         }
         sub.active = true;

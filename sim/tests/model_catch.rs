@@ -271,6 +271,19 @@ impl H {
     /// A fresh `turn/start` of `text` by cid(n), request `id`: admitted,
     /// launched, answered, its events sent.
     fn turn(&mut self, id: u64, n: u32, text: &str) {
+        let (ack, recs, [p1, p2]) = self.turn_begun(id, n, text);
+        self.append(recs);
+        self.sync();
+        self.answer(id, ack);
+        self.notify("turn/started", &p1);
+        self.notify("item/completed", &p2);
+    }
+
+    /// A fresh `turn/start` of `text` by cid(n), request `id`, received
+    /// and admitted: its ack, its records (intake, `turn/started`, the
+    /// user message's `item/completed`, settled; not appended yet) and
+    /// the two events' params.
+    fn turn_begun(&mut self, id: u64, n: u32, text: &str) -> (Value, Vec<Vec<u8>>, [Value; 2]) {
         let c = cid(n);
         let p = json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": text}]});
         self.recv(id, "turn/start", p);
@@ -290,11 +303,7 @@ impl H {
                           "status": "completed", "text": text, "commandId": c});
         let (e2, p2) = self.event("item/completed", json!({"item": item}), Some(&c));
         let settled = self.settled(&c);
-        self.append(vec![received, e1, e2, settled]);
-        self.sync();
-        self.answer(id, ack);
-        self.notify("turn/started", &p1);
-        self.notify("item/completed", &p2);
+        (ack, vec![received, e1, e2, settled], [p1, p2])
     }
 
     /// A fresh `turn/start` of `text` by `c`, request `id`, whose launch
@@ -2732,26 +2741,9 @@ fn lease_unload_a_cut_before_a_turn_start_is_synced_owes_no_unload() {
             What::FaultMix("none idle-unload=4000ms".into()),
         );
         h.start();
+        let (_, recs, _) = h.turn_begun(3, 7, "hi");
         let c = cid(7);
-        h.recv(
-            3,
-            "turn/start",
-            json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": "hi"}]}),
-        );
-        let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
-        let received = h.received(
-            &c,
-            "turn/start",
-            json!({"sessionId": S, "input": [{"type": "text", "text": "hi"}], "ifBusy": "queue"}),
-            json!({"result": ack}),
-        );
-        let (started, _) = h.event(
-            "turn/started",
-            json!({"turnId": c, "commandId": c}),
-            Some(&c),
-        );
-        let settled = h.settled(&c);
-        h.append(vec![received, started, settled]);
+        h.append(recs);
         if turn_synced_before_cut {
             let (done, _) = h.event(
                 "turn/completed",

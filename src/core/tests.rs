@@ -1660,6 +1660,15 @@ fn a_torn_unqueue_is_applied_with_its_effect_or_abandoned_without_it() {
     assert_eq!(seen, (true, true), "both outcomes reached");
 }
 
+/// The durable ordinal `n` of a cursor `v:<session>:<n>`.
+fn cursor_ordinal(cursor: &Value) -> u64 {
+    let c = cursor.as_str().expect("a cursor");
+    c.rsplit(':')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("v:<session>:<n>")
+}
+
 /// The durable event ordinals of the view frames in `frames`.
 fn event_ordinals(frames: &[Value]) -> Vec<u64> {
     frames
@@ -1843,14 +1852,7 @@ fn a_dropped_first_frame_of_a_late_subscription_does_not_mark_what_it_skipped() 
             json!({"sessionId": SID, "after": null}),
         );
         let head = response(&f, 1)["result"]["viewCursor"].clone();
-        let head_n: u64 = head
-            .as_str()
-            .unwrap()
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let head_n = cursor_ordinal(&head);
         h.hold_syncs = true;
         turn(
             &mut h,
@@ -2105,14 +2107,7 @@ fn a_second_subscribe_after_an_older_cursor_gets_what_the_first_skipped() {
         json!({"sessionId": SID, "after": format!("v:{SID}:1")}),
     );
     assert_eq!(response(&f, 2)["result"]["viewCursor"], head);
-    let head_n: u64 = head
-        .as_str()
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let head_n = cursor_ordinal(&head);
     let cursors: Vec<String> = f
         .iter()
         .filter_map(|x| x["params"]["viewCursor"].as_str().map(str::to_string))

@@ -194,10 +194,10 @@ struct LinkSt {
     subs: BTreeMap<String, Sub>,
     /// The id of the last server request sent on this link (0: none).
     last_server_id: u64,
-    /// Per session resumed on this link: the approvals its resume's
-    /// answer owes an `approval/request` before the link's next answer.
-    /// (Each with whether it owed any at the answer.)
-    reissues_owed: BTreeMap<String, (bool, BTreeSet<String>)>,
+    /// Per session resumed on this link whose resume owed any: the
+    /// approvals still owed an `approval/request` before the link's next
+    /// answer.
+    reissues_owed: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl LinkSt {
@@ -1363,7 +1363,7 @@ impl Model {
             let started: Vec<String> = self
                 .sessions
                 .iter()
-                .filter(|(_, x)| x.start_cid.as_deref().map(wire::key) == Some(k.clone()))
+                .filter(|(_, x)| x.start_cid.as_deref().is_some_and(|s| wire::key(s) == k))
                 .map(|(id, _)| id.clone())
                 .collect();
             for s in started {
@@ -1611,9 +1611,8 @@ impl Model {
                     .collect()
             })
             .unwrap_or_default();
-        if let Some(l) = self.links.get_mut(&link) {
-            l.reissues_owed
-                .insert(sid.to_string(), (!owed.is_empty(), owed));
+        if let Some(l) = self.links.get_mut(&link).filter(|_| !owed.is_empty()) {
+            l.reissues_owed.insert(sid.to_string(), owed);
         }
     }
 
@@ -1626,14 +1625,14 @@ impl Model {
             return;
         };
         let owed = std::mem::take(&mut l.reissues_owed);
-        for (sid, (any, aids)) in owed {
+        for (sid, aids) in owed {
             // A rotten log's records past the damage are not read here
             // (bitrot seed 2956: the approval's resolution came after it).
             let excused = self.leases.get(&sid) != Some(&(h, inc))
                 || self.dropped.contains(&(h, inc, sid.clone()))
                 || self.stopping.contains_key(&(h, inc))
                 || self.rotten.contains_key(&sid);
-            if !any || excused {
+            if excused {
                 continue;
             }
             if aids.is_empty() {
@@ -1676,7 +1675,7 @@ impl Model {
         }
         let sid = params["sessionId"].as_str().unwrap_or_default();
         let aid = params["approvalId"].as_str().unwrap_or_default();
-        if let Some((_, owed)) = l.reissues_owed.get_mut(sid) {
+        if let Some(owed) = l.reissues_owed.get_mut(sid) {
             owed.remove(aid);
         }
         let Some(a) = self.sessions.get(sid).and_then(|x| x.approvals.get(aid)) else {

@@ -1414,13 +1414,25 @@ impl Host {
         }
     }
 
-    fn request(&mut self, conn: ConnId, id: RequestId, method: &str, params: &Map<String, Value>) {
+    /// A request, refused in PROTOCOL.md 1's precedence (initialization,
+    /// method, params, then the rest in [`Host::dispatch`]).
+    fn request(
+        &mut self,
+        conn: ConnId,
+        id: RequestId,
+        method: &str,
+        params: &Result<Map<String, Value>, RpcError>,
+    ) {
         let handshake = self.conns[&conn].handshake;
         if method == "initialize" {
             if handshake != Handshake::New {
                 return self.respond_err(conn, &id, RpcError::already_initialized());
             }
-            match params::parse_request(method, params) {
+            let parsed = params
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|p| params::parse_request(method, p));
+            match parsed {
                 Ok(_) => {
                     let result = self.initialize_result();
                     self.conns.get_mut(&conn).expect("present").handshake = Handshake::Initialized;
@@ -1436,6 +1448,10 @@ impl Host {
         if !params::is_known_method(method) {
             return self.respond_err(conn, &id, RpcError::method_not_found(method));
         }
+        let params = match params {
+            Ok(p) => p,
+            Err(e) => return self.respond_err(conn, &id, e.clone()),
+        };
         let parsed = match params::parse_request(method, params) {
             Ok(p) => p,
             Err(e) => return self.respond_err(conn, &id, e),

@@ -247,6 +247,30 @@ fn handshake_rules() {
 }
 
 #[test]
+fn params_that_are_not_an_object_come_after_the_handshake_and_the_method() {
+    // PROTOCOL.md 1: parse, initialization, method, params.
+    let mut h = Harness::new(HostConfig::new("/data", Durability::Durable, 7), T0);
+    let c = h.connect();
+    let kind = |f: &[Value], id: u64| {
+        let e = &response(f, id)["error"];
+        (e["code"].clone(), e["data"]["kind"].clone())
+    };
+    let f = req(&mut h, c, 1, "session/read", json!([SID]));
+    assert_eq!(kind(&f, 1), (json!(-32600), json!("notInitialized")));
+    let f = req(&mut h, c, 2, "initialize", json!([]));
+    assert_eq!(kind(&f, 2), (json!(-32602), json!("invalidParams")));
+    let init = json!({"clientInfo": {"name": "ok", "version": "1"}});
+    let f = req(&mut h, c, 3, "initialize", init);
+    assert!(response(&f, 3)["result"].is_object());
+    h.send(c, &json!({"jsonrpc":"2.0","method":"initialized"}));
+    let f = req(&mut h, c, 4, "no/such", json!([1]));
+    assert_eq!(kind(&f, 4), (json!(-32601), json!("methodNotFound")));
+    let f = req(&mut h, c, 5, "session/read", json!([SID]));
+    assert_eq!(kind(&f, 5), (json!(-32602), json!("invalidParams")));
+    assert_eq!(response(&f, 5)["error"]["data"]["field"], json!("params"));
+}
+
+#[test]
 fn error_precedence_params_before_session_and_ledger() {
     let (mut h, c) = check(Durability::Durable);
     // Missing commandId on an unknown session: params first.

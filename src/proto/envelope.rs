@@ -22,8 +22,11 @@ pub enum Incoming {
         id: RequestId,
         /// The method name.
         method: String,
-        /// The params object (empty when absent).
-        params: Map<String, Value>,
+        /// The params object (empty when absent), or the `invalidParams`
+        /// a non-object earns: answered only after the handshake and the
+        /// method are checked (PROTOCOL.md 1: the error precedence is
+        /// parse, initialization, method, params).
+        params: Result<Map<String, Value>, RpcError>,
     },
     /// A notification (no id): never answered.
     Notification {
@@ -187,14 +190,12 @@ impl Envelope {
         match self.method {
             Some(Value::String(method)) => {
                 let params = match self.params {
-                    None => Map::new(),
-                    Some(Value::Object(p)) => p,
-                    Some(_) => {
-                        return fail(
-                            reply_id,
-                            RpcError::invalid_params("params", "params must be an object"),
-                        )
-                    }
+                    None => Ok(Map::new()),
+                    Some(Value::Object(p)) => Ok(p),
+                    Some(_) => Err(RpcError::invalid_params(
+                        "params",
+                        "params must be an object",
+                    )),
                 };
                 match id {
                     Some(id) => Ok(Incoming::Request { id, method, params }),
@@ -406,8 +407,16 @@ mod tests {
         assert_eq!((e.error.code, e.id), (-32600, Value::Null));
         let e = err(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#);
         assert_eq!((e.error.code, e.id), (-32600, json!(7)));
-        let e = err(r#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#);
-        assert_eq!((e.error.code, e.id), (-32602, json!("a")));
+        // Params that are not an object are a request's params error, not
+        // an envelope error: the host answers it after the handshake and
+        // method checks.
+        match parse_line(br#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#) {
+            Ok(Incoming::Request { id, params, .. }) => {
+                assert_eq!(id, json!("a"));
+                assert_eq!(params.unwrap_err().code, -32602);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Lines read member by member get what the reading through a `Value`

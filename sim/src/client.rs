@@ -626,6 +626,22 @@ impl Client {
                 self.drive(w, i, out);
                 return self.pause(w, ctx, out, &sid);
             }
+            Move::Malformed(kind) => {
+                // The defective line first (its refusal is the model's to
+                // judge), then the command itself under the same id.
+                self.counter += 1;
+                let (method, params) = kind.command(&sid, self.known.revision, self.counter);
+                let i = self.new_cmd(w, method, params, Purpose::Normal);
+                let v4 = crate::moves::uuid_v4(w.bits128(Decision::Ids));
+                let id = self.next_rpc;
+                self.next_rpc += 1;
+                self.inflight.insert(id, usize::MAX);
+                let line = kind.line(&json!(id), method, &self.cmds[i].params, &v4);
+                out.push(Action::Send(line));
+                self.active = Some(i);
+                self.drive(w, i, out);
+                return;
+            }
         };
         let i = self.new_cmd(w, method, params, Purpose::Normal);
         self.active = Some(i);

@@ -48,6 +48,148 @@ pub enum Move {
     /// again under its id and must get the answer it got before the
     /// unload (PROTOCOL.md 4.4: remembered for the host's lifetime).
     StopAllThenPause,
+    /// A command sent first as a bare line the host must refuse before
+    /// reading it as a command ([`Malformed`]: not JSON, not a request,
+    /// an unknown method, bad params), then as itself under the same
+    /// command id: the refusal recorded nothing (PROTOCOL.md 3), so the
+    /// command is admitted afresh.
+    Malformed(Malformed),
+}
+
+/// How a [`Move::Malformed`] line is wrong, one defect each; the
+/// comments give what PROTOCOL.md 1 and 3 make of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// Cut short: not JSON (`-32700`, id `null`).
+    NotJson,
+    /// The request inside an array, a batch (`-32600`, id `null`).
+    Batch,
+    /// An `id` that is neither a string nor an integer (`-32600`, id
+    /// `null`).
+    BoolId,
+    /// `jsonrpc: "1.0"`: not a JSON-RPC 2.0 request (`-32600`).
+    OldJsonrpc,
+    /// A method MSP does not have (`-32601`).
+    UnknownMethod,
+    /// A method MSP does not have, with params that are not an object:
+    /// the method is checked before the params (`-32601`).
+    UnknownMethodArrayParams,
+    /// Params that are not an object (`-32602`, field `params`).
+    ArrayParams,
+    /// No `commandId` (`-32602`, field `commandId`).
+    NoCommandId,
+    /// A `commandId` that is a UUID but not version 7 (`-32602`).
+    V4CommandId,
+    /// No `sessionId` (`-32602`, field `sessionId`).
+    NoSessionId,
+    /// A number for `sessionId` (`-32602`, field `sessionId`).
+    NumericSessionId,
+    /// A `turn/start` whose `input` is empty (`-32602`, field `input`).
+    EmptyInput,
+    /// A `turn/interrupt` asking `retract: true`, unsupported (`-32602`,
+    /// field `retract`).
+    Retract,
+    /// A `state/update` whose `expectedRevision` is a string (`-32602`,
+    /// field `expectedRevision`).
+    RevisionAsText,
+}
+
+impl Malformed {
+    /// Every defect, in draw order (new ones go at the end).
+    pub const ALL: [Malformed; 14] = [
+        Malformed::NotJson,
+        Malformed::Batch,
+        Malformed::BoolId,
+        Malformed::OldJsonrpc,
+        Malformed::UnknownMethod,
+        Malformed::UnknownMethodArrayParams,
+        Malformed::ArrayParams,
+        Malformed::NoCommandId,
+        Malformed::V4CommandId,
+        Malformed::NoSessionId,
+        Malformed::NumericSessionId,
+        Malformed::EmptyInput,
+        Malformed::Retract,
+        Malformed::RevisionAsText,
+    ];
+
+    /// The well-formed command this defect is made from, on `sid`: a
+    /// `turn/start` for [`Malformed::EmptyInput`], a `turn/interrupt` for
+    /// [`Malformed::Retract`], else a `state/update` of `revision`
+    /// writing `n`.
+    pub fn command(self, sid: &str, revision: i64, n: u64) -> (&'static str, Value) {
+        match self {
+            Malformed::EmptyInput => (
+                "turn/start",
+                json!({"sessionId": sid, "input": [{"type": "text", "text": format!("hello {n} after a bad line")}]}),
+            ),
+            Malformed::Retract => ("turn/interrupt", json!({"sessionId": sid})),
+            _ => (
+                "state/update",
+                json!({"sessionId": sid, "expectedRevision": revision, "set": {format!("m{}", n % 3): n}}),
+            ),
+        }
+    }
+
+    /// The defective line (with its `\n`) of request `id` for `method`
+    /// with `params` (which carry the command id); `v4` is a UUID of
+    /// version 4 for [`Malformed::V4CommandId`].
+    pub fn line(self, id: &Value, method: &str, params: &Value, v4: &str) -> Vec<u8> {
+        let mut p = params.clone();
+        let mut m = json!(method);
+        match self {
+            Malformed::UnknownMethod => m = json!(format!("{method}X")),
+            Malformed::UnknownMethodArrayParams => {
+                m = json!(format!("{method}X"));
+                p = json!([p]);
+            }
+            Malformed::ArrayParams => p = json!([p]),
+            Malformed::NoCommandId => {
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("commandId");
+                }
+            }
+            Malformed::V4CommandId => p["commandId"] = json!(v4),
+            Malformed::NoSessionId => {
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("sessionId");
+                }
+            }
+            Malformed::NumericSessionId => p["sessionId"] = json!(7),
+            Malformed::EmptyInput => p["input"] = json!([]),
+            Malformed::Retract => p["retract"] = json!(true),
+            Malformed::RevisionAsText => {
+                p["expectedRevision"] = json!(p["expectedRevision"].to_string())
+            }
+            Malformed::NotJson | Malformed::Batch | Malformed::BoolId | Malformed::OldJsonrpc => {}
+        }
+        let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": m, "params": p});
+        match self {
+            Malformed::BoolId => frame["id"] = json!(true),
+            Malformed::OldJsonrpc => frame["jsonrpc"] = json!("1.0"),
+            Malformed::Batch => frame = json!([frame]),
+            _ => {}
+        }
+        let mut line = serde_json::to_vec(&frame).expect("serialise");
+        if self == Malformed::NotJson {
+            line.truncate(line.len() - 2);
+        }
+        line.push(b'\n');
+        line
+    }
+}
+
+/// A version-4 UUID of `bits` (for [`Malformed::V4CommandId`]: a
+/// well-formed UUID that is not a UUIDv7).
+pub fn uuid_v4(bits: u128) -> String {
+    uuid::Builder::from_random_bytes(bits.to_le_bytes())
+        .into_uuid()
+        .to_string()
+}
+
+/// The defect of a [`Move::Malformed`].
+fn malformed(w: &mut World) -> Malformed {
+    Malformed::ALL[w.decide(Decision::Client, Malformed::ALL.len() as u64) as usize]
 }
 
 /// The `task/stop` params of a [`Move::Stray`]: a session of `others`
@@ -147,13 +289,14 @@ pub fn next_move(
     // start of an existing session, pause until unloaded, a decision
     // naming a stale requirement, a resume asking `excludeItems`, a
     // command naming a session the client does not hold, a read of a
-    // session that never existed, a stop-all and a pause. A new
+    // session that never existed, a stop-all and a pause, a malformed
+    // line and its command. A new
     // move is only ever appended (the draw's top values): a recorded pick
     // is below the older total, so every recorded sequence keeps its
     // moves.
-    let weights: [u64; 18] = match scenario {
-        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1, 1, 1, 1],
-        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2, 2, 1, 2],
+    let weights: [u64; 19] = match scenario {
+        Scenario::Turns => [40, 10, 10, 12, 4, 4, 4, 3, 6, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+        _ => [30, 5, 5, 6, 5, 15, 8, 5, 8, 4, 1, 1, 2, 2, 2, 2, 1, 2, 3],
     };
     let total: u64 = weights.iter().sum();
     let mut r = w.decide(Decision::Client, total);
@@ -275,6 +418,7 @@ pub fn next_move(
         15 => Move::Stray,
         16 => Move::StrayRead,
         17 => Move::StopAllThenPause,
+        18 => Move::Malformed(malformed(w)),
         _ => Move::Turn,
     }
 }
@@ -401,7 +545,7 @@ mod tests {
         match mv {
             Move::Submit("approval/decide", p) => p["requirementId"]["sourceIndex"] == json!(1),
             Move::Submit("session/resume", p) => p["excludeItems"] == json!(true),
-            Move::Stray | Move::StrayRead | Move::StopAllThenPause => true,
+            Move::Stray | Move::StrayRead | Move::StopAllThenPause | Move::Malformed(_) => true,
             _ => false,
         }
     }
@@ -423,7 +567,7 @@ mod tests {
                 pick(scenario, first).0,
                 Move::Submit("approval/decide", _)
             ));
-            assert_eq!(pick(scenario, total - 1).0, Move::StopAllThenPause);
+            assert!(matches!(pick(scenario, total - 1).0, Move::Malformed(_)));
             // The exhaustive check explores every move only while the
             // draw fits its width.
             if scenario == Scenario::Mixed {

@@ -48,6 +48,7 @@ use msp::proto::params::IfBusy;
 use serde_json::{json, Map, Value};
 
 use crate::client::{Action, Client, Cmd, Ctx, Purpose, Role};
+use crate::moves::Malformed;
 
 /// How often (per mille of new links) an SDK client breaks the
 /// handshake's order by sending `initialized` before `initialize`.
@@ -1097,9 +1098,60 @@ impl SdkClient {
                 );
                 return self.pause(w, ctx, &sid);
             }
+            Move::Malformed(kind) => return self.malformed(c, w, &sid, kind),
         };
         self.active = self.submit(c, w, method, params, Purpose::Normal);
         self.maybe_burst(c, w, &sid);
+    }
+
+    /// A [`Move::Malformed`]: the defective line as a bare one (its
+    /// refusal is the model's to judge), then the command itself under
+    /// the same id through the core, admitted afresh. Every other time
+    /// (by count, no draw) the line reuses the id of a command the host
+    /// answered, and nothing follows: the params are refused before the
+    /// ledger is asked (PROTOCOL.md 1), so the line is not a replay.
+    fn malformed(&mut self, c: &mut Client, w: &mut World, sid: &str, kind: Malformed) {
+        self.counter += 1;
+        let (method, mut params) = kind.command(sid, self.known.revision, self.counter);
+        self.raw_serial += 1;
+        let v4 = crate::moves::uuid_v4(w.bits128(Decision::Ids));
+        let rpc = json!(format!("bad-{}", self.raw_serial));
+        let answered = c
+            .cmds
+            .iter()
+            .rev()
+            .find(|x| {
+                x.answer.is_some()
+                    && x.params["sessionId"] == json!(sid)
+                    && crate::model::wire::DURABLE_METHODS.contains(&x.method.as_str())
+            })
+            .map(|x| x.cid.clone());
+        if let (0, Some(old)) = (self.raw_serial % 2, answered) {
+            params["commandId"] = json!(old);
+            self.core
+                .send_raw_line_for_tests(kind.line(&rpc, method, &params, &v4));
+            return;
+        }
+        let id = self.core.mint_command_id(w.now_ms);
+        params["commandId"] = json!(id.as_str());
+        self.core
+            .send_raw_line_for_tests(kind.line(&rpc, method, &params, &v4));
+        let Ok(wire) = WireCommand::parse(method, bare(&params)) else {
+            return;
+        };
+        let Ok(h) = self.core.submit_with_id(w.now_ms, id.clone(), wire.clone()) else {
+            return;
+        };
+        let i = self.record(
+            c,
+            w,
+            id.as_str(),
+            &wire.method,
+            wire.params,
+            Purpose::Normal,
+        );
+        self.handles.insert(h, i);
+        self.active = Some(i);
     }
 
     /// A bare line: the core does not track it (its answer is the

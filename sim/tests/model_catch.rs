@@ -1577,7 +1577,7 @@ fn admission_decision_storage_error_without_a_storage_failure() {
         h.recv(
             5,
             "state/update",
-            json!({"commandId": cid(5), "sessionId": S, "set": {"k": 1}}),
+            json!({"commandId": cid(5), "sessionId": S, "expectedRevision": 0, "set": {"k": 1}}),
         );
         if failed {
             h.host(What::AppendFailed {
@@ -2879,5 +2879,138 @@ fn pending_visible_a_resume_that_never_reissues_a_pending_approval() {
             !reissued,
             "{v:#?}"
         );
+    }
+}
+
+/// A line the host reads on link 1 as it is, with its client's send.
+fn raw_recv(h: &mut H, line: &str) {
+    h.push(
+        Actor::Client(0),
+        What::ClientSend {
+            link: 1,
+            line: line.to_string(),
+        },
+    );
+    h.host(What::HostRecv {
+        inc: 1,
+        link: 1,
+        line: line.to_string(),
+    });
+}
+
+fn refusal(id: Value, code: i64, kind: &str, field: Option<&str>) -> Value {
+    let mut data = json!({"kind": kind});
+    if let Some(f) = field {
+        data["field"] = json!(f);
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m", "data": data}})
+}
+
+#[test]
+fn admission_decision_a_bad_line_refused_otherwise_than_the_precedence_says() {
+    // PROTOCOL.md 1 and 3: not JSON, `-32700`; not a request, `-32600`;
+    // then the method (`-32601`) before the params (`-32602` naming the
+    // field). Each bad line, with the refusal it must get and a wrong one
+    // a host could give.
+    let c = cid(9);
+    let su = |p: Value| {
+        json!({"jsonrpc": "2.0", "id": "b", "method": "state/update", "params": p}).to_string()
+    };
+    let good = json!({"commandId": c, "sessionId": S, "expectedRevision": 0, "set": {"k": 1}});
+    let no_sid = {
+        let mut p = good.clone();
+        p.as_object_mut().unwrap().remove("sessionId");
+        p
+    };
+    let cases: Vec<(String, Value, Value)> = vec![
+        (
+            su(good.clone())[..20].to_string(),
+            refusal(Value::Null, -32700, "parseError", None),
+            refusal(Value::Null, -32600, "invalidRequest", None),
+        ),
+        (
+            format!("[{}]", su(good.clone())),
+            refusal(Value::Null, -32600, "invalidRequest", None),
+            refusal(json!("b"), -32600, "invalidRequest", None),
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": "b", "method": "state/updateX", "params": [good]})
+                .to_string(),
+            refusal(json!("b"), -32601, "methodNotFound", None),
+            refusal(json!("b"), -32602, "invalidParams", Some("params")),
+        ),
+        (
+            su(no_sid),
+            refusal(json!("b"), -32602, "invalidParams", Some("sessionId")),
+            refusal(json!("b"), -32602, "invalidParams", Some("commandId")),
+        ),
+        (
+            su(
+                json!({"commandId": "018f6a1e-9b3c-4c21-a54a-000000000009", "sessionId": S,
+                      "expectedRevision": 0, "set": {}}),
+            ),
+            refusal(json!("b"), -32602, "invalidParams", Some("commandId")),
+            json!({"jsonrpc": "2.0", "id": "b", "result": {"commandId": c, "status": "accepted", "revision": 1}}),
+        ),
+    ];
+    for (line, right, wrong) in cases {
+        for legal in [true, false] {
+            let mut h = H::new();
+            h.start();
+            raw_recv(&mut h, &line);
+            h.send(if legal { right.clone() } else { wrong.clone() });
+            judged(&h, legal, "admission-decision");
+        }
+    }
+}
+
+#[test]
+fn a_command_refused_as_a_bad_line_is_new_when_it_comes_again() {
+    // A refusal records nothing (PROTOCOL.md 3): the well-formed command
+    // that follows under the same id is admitted afresh, and answering it
+    // as a replay of anything is wrong.
+    for legal in [true, false] {
+        let mut h = H::new();
+        h.start();
+        let c = cid(9);
+        raw_recv(
+            &mut h,
+            &json!({"jsonrpc": "2.0", "id": "b", "method": "state/update",
+                    "params": {"commandId": c, "sessionId": S, "expectedRevision": "0", "set": {"k": 1}}})
+            .to_string(),
+        );
+        h.send(refusal(
+            json!("b"),
+            -32602,
+            "invalidParams",
+            Some("expectedRevision"),
+        ));
+        if legal {
+            h.update(5, 9, 0, json!({"k": 1}));
+        } else {
+            // Answered from a ledger row nobody wrote.
+            h.recv(
+                5,
+                "state/update",
+                json!({"commandId": c, "sessionId": S, "expectedRevision": 0, "set": {"k": 1}}),
+            );
+            h.reject(5, rejected(&c, "state/update", "command_id_conflict"));
+        }
+        judged(&h, legal, "payload-identity");
+    }
+}
+
+#[test]
+fn admission_decision_an_answer_sent_twice() {
+    // One request, one answer: a second answer with the same id answers
+    // a request nobody sent again.
+    for twice in [false, true] {
+        let mut h = H::new();
+        h.start();
+        let (ack, _) = h.update(5, 5, 0, json!({"k": 1}));
+        if twice {
+            h.answer(5, ack);
+        }
+        judged(&h, !twice, "admission-decision");
     }
 }

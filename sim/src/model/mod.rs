@@ -29,6 +29,7 @@
 //! Failures name the promise they break ([`crate::oracle::PROPERTIES`]).
 
 pub mod agent;
+pub mod bad_input;
 pub mod logfile;
 pub mod page;
 pub mod report;
@@ -103,6 +104,9 @@ struct Req {
     /// from memory, even after it dropped the session (a queued replay of
     /// a durable record), as long as it did not load the session again.
     rot_memory_loads: Option<u64>,
+    /// A line refused before it is read as a request: the refusal it
+    /// must get ([`bad_input`]); nothing else about it is judged.
+    refusal: Option<bad_input::Refusal>,
 }
 
 impl Req {
@@ -336,6 +340,10 @@ pub struct Model {
     /// Payload signatures of every command request any host received,
     /// by command id key.
     recv_sigs: BTreeMap<String, BTreeSet<String>>,
+    /// Keys of command ids new to every ledger when a line naming them
+    /// was refused ([`Model::refused`]), until a command of that id is
+    /// answered.
+    refused_cids: BTreeSet<String>,
     /// Carrier-less answers by (host, inc, cid key).
     lifetime: BTreeMap<(usize, u64, String), Lifetime>,
     /// Ephemeral hosts' first recorded answers: (host, inc, sid, cid key).
@@ -1320,6 +1328,10 @@ impl Model {
     // ----- requests and answers ----------------------------------------
 
     fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &str) {
+        let handshake = self.links.get(&link).map(|l| l.handshake);
+        if let Some(x) = bad_input::refusal(line, handshake.unwrap_or(0)) {
+            return self.refusal_owed(link, handshake, x);
+        }
         let (id, method, params) = match wire::parse_str(line) {
             Some(Frame::Request { id, method, params }) => (id, method, params),
             Some(Frame::Notification { method, .. }) => {
@@ -1394,6 +1406,7 @@ impl Model {
                 .as_ref()
                 .filter(|s| self.rot_holder.get(*s) == Some(&(h, inc)))
                 .map(|s| self.loads.get(s).copied().unwrap_or(0)),
+            refusal: None,
         };
         if let Some(s) = &sid {
             let now = self.last_ms;
@@ -1452,6 +1465,77 @@ impl Model {
             l.reqs.insert((id.to_string(), l.arrivals), r);
             self.req_links.insert(link);
         }
+    }
+
+    /// A line the host must refuse `x` (PROTOCOL.md 1, 3): its answer,
+    /// matched by the reply id (`null`: in arrival order), is judged by
+    /// [`Model::refused`]. A refusal records nothing, so the command
+    /// inside, if any, is not received: sent again well-formed, it is
+    /// new to the ledger.
+    fn refusal_owed(&mut self, link: u64, handshake: Option<u8>, x: bad_input::Refusal) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let key = x.id.to_string();
+        let r = Req {
+            method: String::new(),
+            params: Value::Null,
+            cid: None,
+            sid: None,
+            sig: None,
+            recv_at: self.rep.at,
+            floor: 0,
+            window: Vec::new(),
+            holders: BTreeSet::new(),
+            existed: false,
+            existed_at_recv: false,
+            terminal_at_recv: false,
+            storage_failed: false,
+            failed_before_intake_durable: false,
+            handshake_at_recv: handshake,
+            approvals_at_recv: None,
+            rot_memory_loads: None,
+            refusal: Some(x),
+        };
+        l.arrivals += 1;
+        l.reqs.insert((key, l.arrivals), r);
+        self.req_links.insert(link);
+    }
+
+    /// The answer to a line owed refusal `x`: exactly that error (code,
+    /// kind and, for bad params, the field), never a result.
+    fn refused(
+        &mut self,
+        h: usize,
+        link: u64,
+        x: &bad_input::Refusal,
+        outcome: &Result<Value, Value>,
+    ) {
+        self.rep.hit(x.rule());
+        let ok = matches!(outcome, Err(e) if x.is(e));
+        if let Some(k) = x.cid.as_deref().map(wire::key) {
+            if !self.sessions.values().any(|s| s.ledger.contains_key(&k)) {
+                self.refused_cids.insert(k);
+            }
+        }
+        let at = self.rep.at;
+        self.rep.check_lazy(
+            ok,
+            "admission-decision",
+            || format!("refusal link{link} {at}"),
+            || {
+                format!(
+                    "host{h} answered a line owed {} {} (field {:?}) on link{link} with {}",
+                    x.code,
+                    x.kind,
+                    x.field,
+                    match outcome {
+                        Ok(r) => format!("the result {r}"),
+                        Err(e) => format!("the error {e}"),
+                    }
+                )
+            },
+        );
     }
 
     fn refresh_windows(&mut self, sid: &str) {
@@ -1566,6 +1650,21 @@ impl Model {
                     return;
                 };
                 let Some(req) = l.first_req(&id.to_string()).and_then(|k| l.reqs.remove(&k)) else {
+                    // Every request line the host read on this link is
+                    // pending until answered: an answer to none is an
+                    // answer to a request nobody sent, or a second answer.
+                    // Except the refusal of a connection past the limit,
+                    // sent as it opens (PROTOCOL.md 1: `-32001`, id null).
+                    let limit = id.is_null()
+                        && matches!(&outcome, Err(e) if e["code"] == -32001 && e["data"]["kind"] == "overloaded");
+                    if limit {
+                        return;
+                    }
+                    self.rep.fail(
+                        "admission-decision",
+                        &format!("unasked {link} {id}"),
+                        format!("host{h} sent an answer with id {id} on link{link}, where no request of that id awaits an answer"),
+                    );
                     return;
                 };
                 if l.reqs.is_empty() {
@@ -1822,6 +1921,17 @@ impl Model {
         let durable_host = self.hosts.get(&h).is_some_and(|x| x.durable);
         let method = req.method.clone();
         self.reissues_sent(h, inc, link);
+        if let Some(x) = &req.refusal {
+            return self.refused(h, link, x, &outcome);
+        }
+        // The command of a refused line, sent again well-formed and
+        // admitted: the refusal recorded nothing (PROTOCOL.md 3); the
+        // answer itself is judged as any other.
+        if let (Some(c), Ok(_)) = (&req.cid, &outcome) {
+            if self.refused_cids.remove(&wire::key(c)) {
+                self.rep.hit("3 a refused line records nothing");
+            }
+        }
         if let (Ok(r), "session/resume", Some(s)) = (&outcome, method.as_str(), &req.sid) {
             self.owe_reissues(link, s, r);
         }

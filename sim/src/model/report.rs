@@ -128,6 +128,12 @@ pub const RULES: &[&str] = &[
     "3 reject not_running",
     "3 reject queue_full",
     "3 reject stale_revision",
+    // 1, 3 bad input, refused in the error precedence
+    "3 parseError",
+    "3 invalidRequest",
+    "3 methodNotFound",
+    "3 invalidParams",
+    "3 a refused line records nothing",
     // 4.4 the ledger
     "4.4 replay of an applied command",
     "4.4 replay of a rejected command",

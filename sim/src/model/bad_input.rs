@@ -1,0 +1,284 @@
+//! Lines a host must refuse before reading them as a command or a read
+//! (PROTOCOL.md 1 and 3), and the refusal each one earns, in the error
+//! precedence of section 1: parse, then the request's envelope, then
+//! initialization, method, params.
+//!
+//! Written from the spec: the JSON-RPC envelope (a request is an object
+//! with `jsonrpc: "2.0"`, a string `method` and an `id` that is a string
+//! or an integer; a batch is refused), the method table of section 4, and
+//! the params each method requires. It judges only the defects it can
+//! name for certain: a line it does not classify goes the ordinary way
+//! (and a well-formed line always does).
+
+use serde_json::Value;
+
+use super::wire::{CARRIERLESS_METHODS, DURABLE_METHODS};
+
+/// Every method PROTOCOL.md 4 defines a host answers.
+const METHODS: [&str; 17] = [
+    "initialize",
+    "session/start",
+    "session/resume",
+    "turn/start",
+    "turn/steer",
+    "turn/unqueue",
+    "turn/interrupt",
+    "turn/cancel",
+    "task/stop",
+    "task/stopAll",
+    "approval/decide",
+    "state/update",
+    "view/subscribe",
+    "view/unsubscribe",
+    "view/page",
+    "session/read",
+    "approval/listPending",
+];
+
+/// The refusal a line must get.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// `error.code`.
+    pub code: i64,
+    /// `error.data.kind`.
+    pub kind: &'static str,
+    /// `error.data.field` (PROTOCOL.md 3, ext), for `invalidParams`.
+    pub field: Option<&'static str>,
+    /// The `id` of the answer: the request's, or `null` when the line has
+    /// none the host could read.
+    pub id: Value,
+    /// The `commandId` string in the line's params, if it has one.
+    pub cid: Option<String>,
+}
+
+impl Refusal {
+    fn new(code: i64, kind: &'static str, id: Value) -> Refusal {
+        Refusal {
+            code,
+            kind,
+            field: None,
+            id,
+            cid: None,
+        }
+    }
+
+    fn params(field: &'static str, id: Value) -> Refusal {
+        Refusal {
+            field: Some(field),
+            ..Refusal::new(-32602, "invalidParams", id)
+        }
+    }
+
+    /// The rule a sweep counts for this refusal.
+    pub fn rule(&self) -> &'static str {
+        match self.code {
+            -32700 => "3 parseError",
+            -32601 => "3 methodNotFound",
+            -32602 => "3 invalidParams",
+            _ => "3 invalidRequest",
+        }
+    }
+
+    /// Whether error `e` (an `error` member) is this refusal.
+    pub fn is(&self, e: &Value) -> bool {
+        e["code"].as_i64() == Some(self.code)
+            && e["data"]["kind"] == self.kind
+            && self
+                .field
+                .is_none_or(|f| e["data"]["field"].as_str() == Some(f))
+    }
+}
+
+/// The refusal `line` must get from a host that had read its link's
+/// handshake up to `handshake` (as `LinkSt::handshake`: 2 once
+/// `initialize` and `initialized` were read), or `None` when the line is
+/// not one this module judges (a well-formed request, a notification, a
+/// response, a request before the handshake: the handshake's own judge
+/// takes those).
+pub fn refusal(line: &str, handshake: u8) -> Option<Refusal> {
+    let v = serde_json::from_str::<Value>(line).ok();
+    let cid = v
+        .as_ref()
+        .and_then(|v| v.get("params")?.get("commandId")?.as_str())
+        .map(str::to_string);
+    classify(v, handshake).map(|r| Refusal { cid, ..r })
+}
+
+fn classify(v: Option<Value>, handshake: u8) -> Option<Refusal> {
+    let Some(v) = v else {
+        return Some(Refusal::new(-32700, "parseError", Value::Null));
+    };
+    let Value::Object(frame) = v else {
+        // A batch, or not an object at all.
+        return Some(Refusal::new(-32600, "invalidRequest", Value::Null));
+    };
+    let id = frame.get("id");
+    let id_ok = match id {
+        None => true,
+        Some(Value::String(_)) => true,
+        Some(Value::Number(n)) => n.is_i64() || n.is_u64(),
+        Some(_) => false,
+    };
+    if !id_ok {
+        return Some(Refusal::new(-32600, "invalidRequest", Value::Null));
+    }
+    let reply = id.cloned().unwrap_or(Value::Null);
+    if frame.get("jsonrpc") != Some(&Value::from("2.0")) {
+        return Some(Refusal::new(-32600, "invalidRequest", reply));
+    }
+    let method = match frame.get("method") {
+        // A response (the client's answer to a server request).
+        None if id.is_some() && (frame.contains_key("result") || frame.contains_key("error")) => {
+            return None
+        }
+        Some(Value::String(m)) => m.as_str(),
+        _ => return Some(Refusal::new(-32600, "invalidRequest", reply)),
+    };
+    // A notification is never answered; before the handshake the
+    // handshake's judge decides (`notInitialized` comes before the
+    // method and the params).
+    if id.is_none() || handshake != 2 || method == "initialize" {
+        return None;
+    }
+    if !METHODS.contains(&method) {
+        return Some(Refusal::new(-32601, "methodNotFound", reply));
+    }
+    let params = match frame.get("params") {
+        None => return None,
+        Some(Value::Object(p)) => p,
+        Some(_) => return Some(Refusal::params("params", reply)),
+    };
+    let get = |f: &str| params.get(f).filter(|v| !v.is_null());
+    let is_command = DURABLE_METHODS.contains(&method) || CARRIERLESS_METHODS.contains(&method);
+    if is_command
+        && !get("commandId")
+            .and_then(Value::as_str)
+            .is_some_and(is_uuid_v7)
+    {
+        return Some(Refusal::params("commandId", reply));
+    }
+    let session_required = method != "session/start";
+    match get("sessionId") {
+        None if session_required => return Some(Refusal::params("sessionId", reply)),
+        Some(s) if !s.as_str().is_some_and(is_uuid) => {
+            return Some(Refusal::params("sessionId", reply))
+        }
+        _ => {}
+    }
+    match method {
+        "turn/start" | "turn/steer" => match get("input") {
+            Some(Value::Array(parts)) if !parts.is_empty() => None,
+            _ => Some(Refusal::params("input", reply)),
+        },
+        "turn/interrupt" | "turn/cancel" if get("retract") == Some(&Value::Bool(true)) => {
+            Some(Refusal::params("retract", reply))
+        }
+        "state/update" if !get("expectedRevision").is_some_and(Value::is_u64) => {
+            Some(Refusal::params("expectedRevision", reply))
+        }
+        _ => None,
+    }
+}
+
+/// A UUID in its hyphenated form (8-4-4-4-12 hexadecimal digits, either
+/// case).
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// A UUIDv7 (RFC 9562): version nibble 7, variant bits `10`.
+pub fn is_uuid_v7(s: &str) -> bool {
+    let b = s.as_bytes();
+    is_uuid(s) && b[14] == b'7' && matches!(b[19].to_ascii_lowercase(), b'8' | b'9' | b'a' | b'b')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::moves::{uuid_v4, Malformed};
+    use serde_json::json;
+
+    const SID: &str = "0190b6a4-7c3e-7a11-8f00-000000000001";
+    const CID: &str = "0190b6a4-7c3e-7a11-8f00-0000000000c1";
+
+    /// What every defect of the simulator's `Move::Malformed` must earn.
+    #[test]
+    fn each_defect_of_the_malformed_move_earns_its_refusal() {
+        let id = json!("bad-1");
+        let v4 = uuid_v4(7);
+        assert!(is_uuid(&v4) && !is_uuid_v7(&v4));
+        for kind in Malformed::ALL {
+            let (method, mut params) = kind.command(SID, 3, 1);
+            params["commandId"] = json!(CID);
+            // The command it is made from is well-formed.
+            let good = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            assert_eq!(refusal(&good.to_string(), 2), None, "{kind:?}");
+            let line = kind.line(&id, method, &params, &v4);
+            let line = std::str::from_utf8(&line).unwrap();
+            let r = refusal(line, 2).unwrap_or_else(|| panic!("{kind:?}: {line}"));
+            let want = match kind {
+                Malformed::NotJson => (-32700, None, Value::Null),
+                Malformed::Batch | Malformed::BoolId => (-32600, None, Value::Null),
+                Malformed::OldJsonrpc => (-32600, None, id.clone()),
+                Malformed::UnknownMethod | Malformed::UnknownMethodArrayParams => {
+                    (-32601, None, id.clone())
+                }
+                Malformed::ArrayParams => (-32602, Some("params"), id.clone()),
+                Malformed::NoCommandId | Malformed::V4CommandId => {
+                    (-32602, Some("commandId"), id.clone())
+                }
+                Malformed::NoSessionId | Malformed::NumericSessionId => {
+                    (-32602, Some("sessionId"), id.clone())
+                }
+                Malformed::EmptyInput => (-32602, Some("input"), id.clone()),
+                Malformed::Retract => (-32602, Some("retract"), id.clone()),
+                Malformed::RevisionAsText => (-32602, Some("expectedRevision"), id.clone()),
+            };
+            assert_eq!((r.code, r.field, r.id), want, "{kind:?}: {line}");
+        }
+    }
+
+    #[test]
+    fn well_formed_lines_and_the_handshake_are_left_alone() {
+        for (line, hs) in [
+            (r#"{"jsonrpc":"2.0","method":"initialized"}"#, 2),
+            (r#"{"jsonrpc":"2.0","id":3,"result":{}}"#, 2),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+                2,
+            ),
+            // Before the handshake, `notInitialized` comes first.
+            (r#"{"jsonrpc":"2.0","id":1,"method":"nope","params":[]}"#, 1),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"session/read","params":{"sessionId":"0190B6A4-7C3E-7A11-8F00-000000000001"}}"#,
+                2,
+            ),
+        ] {
+            assert_eq!(refusal(line, hs), None, "{line}");
+        }
+        // Parse errors and envelopes come before the handshake.
+        assert_eq!(refusal("{", 0).map(|r| r.code), Some(-32700));
+        assert_eq!(refusal("[]", 0).map(|r| r.code), Some(-32600));
+        assert_eq!(
+            refusal(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#, 0).map(|r| r.id),
+            Some(Value::Null)
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_judged_by_code_kind_and_field() {
+        let r = Refusal::params("input", json!(1));
+        assert!(r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "input"}})));
+        assert!(!r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "sessionId"}})));
+        assert!(!r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams"}})));
+        assert!(!r.is(&json!({"code": -32600, "message": "m", "data": {"kind": "invalidParams", "field": "input"}})));
+        let m = Refusal::new(-32601, "methodNotFound", json!(1));
+        assert!(m.is(&json!({"code": -32601, "message": "m", "data": {"kind": "methodNotFound"}})));
+        assert!(!m.is(&json!({"code": -32601, "message": "m", "data": {"kind": "invalidRequest"}})));
+    }
+}

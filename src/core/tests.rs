@@ -1260,6 +1260,43 @@ fn shutdown_while_a_session_is_loading_still_unloads_it() {
 }
 
 #[test]
+fn a_view_opened_while_its_session_unloads_waits_for_the_unload() {
+    // The unload's `session/closed` went to the subscribers and ready
+    // links of its moment; a view opened after it, before the `closed`
+    // record is synced, would stay subscribed to a session that is gone
+    // and never hear so. It is answered once the unload is done.
+    let (mut h, c) = idle_check(1000);
+    start(&mut h, c);
+    req(&mut h, c, 2, "view/unsubscribe", json!({"sessionId": SID}));
+    h.hold_syncs = true;
+    h.advance(1500);
+    let c2 = h.connect();
+    init(&mut h, c2);
+    let after = format!("v:{SID}:0");
+    let f = req(
+        &mut h,
+        c2,
+        7,
+        "view/subscribe",
+        json!({"sessionId": SID, "after": after}),
+    );
+    assert!(
+        f.iter().all(|f| f.get("id") != Some(&json!(7))),
+        "no view of a session being unloaded: {f:#?}"
+    );
+    h.release_syncs();
+    let f = h.take(c2);
+    assert_eq!(
+        response(&f, 7)["result"]["viewCursor"],
+        json!(format!("v:{SID}:0"))
+    );
+    assert!(
+        h.disk.leases.is_empty(),
+        "answered from the file, not a reload"
+    );
+}
+
+#[test]
 fn bytes_a_dead_process_left_unsynced_are_synced_before_any_answer_from_them() {
     // A process crash leaves written bytes in the page cache: the next
     // host reads them, but a power loss could still erase them. A replay

@@ -548,6 +548,14 @@ impl Host {
         }
         match self.sessions.get(&sid) {
             Some(Slot::Loading) => return Flow::Park(Wait::Session(sid), Parsed::Read(r)),
+            // A view opened on a session whose `session/closed` is already
+            // sent would never be told it ended (bitrot seed 359: a link
+            // initialized during a shutdown subscribed while the unload's
+            // record synced): it waits for the unload, as commands do, and
+            // is then answered from the file.
+            Some(Slot::Loaded(l)) if l.unloading && matches!(r, Read::Subscribe { .. }) => {
+                return Flow::Park(Wait::Session(sid), Parsed::Read(r))
+            }
             Some(Slot::Loaded(_)) => return self.read_loaded(conn, id, &sid, r, io),
             None => {}
         }

@@ -1243,6 +1243,49 @@ fn log_integrity_a_replay_the_rot_holder_queued_before_dropping_is_no_answer_fro
     caught(&build(true), "log-integrity");
 }
 
+#[test]
+fn log_integrity_an_event_the_rot_holder_wrote_after_the_rot_sent_after_a_failed_reload() {
+    // The holder goes on from memory after its synced log rots: an event
+    // it writes then (past the damage) is its memory's, and it may still
+    // send it after a reload of the damaged log failed (bitrot seed 604).
+    // An event it never wrote is not.
+    for written in [true, false] {
+        let mut h = H::new();
+        h.start();
+        h.update(2, 11, 0, json!({"a": 1}));
+        h.push(
+            Actor::Disk,
+            What::BitRot {
+                session: S.into(),
+                offset: 20,
+            },
+        );
+        let (rec, p) = h.event(
+            "state/updated",
+            json!({"revision": 2, "set": {"b": 2}, "commandId": cid(12)}),
+            Some(&cid(12)),
+        );
+        if written {
+            h.append(vec![rec]);
+            h.sync();
+        }
+        h.host(What::LeaseRelease {
+            inc: 1,
+            session: S.into(),
+        });
+        h.host(What::LeaseGrant {
+            inc: 1,
+            session: S.into(),
+        });
+        h.host(What::LeaseRelease {
+            inc: 1,
+            session: S.into(),
+        });
+        h.notify("state/updated", &p);
+        judged(&h, written, "log-integrity");
+    }
+}
+
 /// An ephemeral host with two clients: link 1 (client 0) and link 2
 /// (client 1), both subscribed to S, which client 0 started.
 fn ephemeral_two_links() -> H {

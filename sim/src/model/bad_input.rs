@@ -96,16 +96,7 @@ impl Refusal {
 /// response, a request before the handshake: the handshake's own judge
 /// takes those).
 pub fn refusal(line: &str, handshake: u8) -> Option<Refusal> {
-    let v = serde_json::from_str::<Value>(line).ok();
-    let cid = v
-        .as_ref()
-        .and_then(|v| v.get("params")?.get("commandId")?.as_str())
-        .map(str::to_string);
-    classify(v, handshake).map(|r| Refusal { cid, ..r })
-}
-
-fn classify(v: Option<Value>, handshake: u8) -> Option<Refusal> {
-    let Some(v) = v else {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
         return Some(Refusal::new(-32700, "parseError", Value::Null));
     };
     let Value::Object(frame) = v else {
@@ -113,13 +104,7 @@ fn classify(v: Option<Value>, handshake: u8) -> Option<Refusal> {
         return Some(Refusal::new(-32600, "invalidRequest", Value::Null));
     };
     let id = frame.get("id");
-    let id_ok = match id {
-        None => true,
-        Some(Value::String(_)) => true,
-        Some(Value::Number(n)) => n.is_i64() || n.is_u64(),
-        Some(_) => false,
-    };
-    if !id_ok {
+    if id.is_some_and(|i| !is_id(i)) {
         return Some(Refusal::new(-32600, "invalidRequest", Value::Null));
     }
     let reply = id.cloned().unwrap_or(Value::Null);
@@ -134,19 +119,49 @@ fn classify(v: Option<Value>, handshake: u8) -> Option<Refusal> {
         Some(Value::String(m)) => m.as_str(),
         _ => return Some(Refusal::new(-32600, "invalidRequest", reply)),
     };
-    // A notification is never answered; before the handshake the
-    // handshake's judge decides (`notInitialized` comes before the
-    // method and the params).
-    if id.is_none() || handshake != 2 || method == "initialize" {
+    // A notification is never answered.
+    let id = id?;
+    let empty = Value::Object(serde_json::Map::new());
+    request_refusal(id, method, frame.get("params").unwrap_or(&empty), handshake)
+}
+
+/// [`refusal`] of a line already read as a request (`params` an empty
+/// object when it had none) whose `jsonrpc` is `"2.0"`: the same answer
+/// without reading the line again.
+pub fn request_refusal(id: &Value, method: &str, params: &Value, handshake: u8) -> Option<Refusal> {
+    if !is_id(id) {
+        return Some(Refusal::new(-32600, "invalidRequest", Value::Null));
+    }
+    let cid = params
+        .get("commandId")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    checked(id, method, params, handshake).map(|r| Refusal { cid, ..r })
+}
+
+/// A request `id` is a string or an integer (PROTOCOL.md 1).
+fn is_id(id: &Value) -> bool {
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        _ => false,
+    }
+}
+
+/// The method, then the params (PROTOCOL.md 1's precedence), of a
+/// request with a valid envelope.
+fn checked(id: &Value, method: &str, params: &Value, handshake: u8) -> Option<Refusal> {
+    // Before the handshake the handshake's judge decides
+    // (`notInitialized` comes before the method and the params).
+    if handshake != 2 || method == "initialize" {
         return None;
     }
+    let reply = id.clone();
     if !METHODS.contains(&method) {
         return Some(Refusal::new(-32601, "methodNotFound", reply));
     }
-    let params = match frame.get("params") {
-        None => return None,
-        Some(Value::Object(p)) => p,
-        Some(_) => return Some(Refusal::params("params", reply)),
+    let Value::Object(params) = params else {
+        return Some(Refusal::params("params", reply));
     };
     let get = |f: &str| params.get(f).filter(|v| !v.is_null());
     let is_command = DURABLE_METHODS.contains(&method) || CARRIERLESS_METHODS.contains(&method);
@@ -239,7 +254,18 @@ mod tests {
                 Malformed::Retract => (-32602, Some("retract"), id.clone()),
                 Malformed::RevisionAsText => (-32602, Some("expectedRevision"), id.clone()),
             };
-            assert_eq!((r.code, r.field, r.id), want, "{kind:?}: {line}");
+            assert_eq!((r.code, r.field, r.id.clone()), want, "{kind:?}: {line}");
+            // Read first as a frame (the model's way for most lines), the
+            // same refusal.
+            if let Some(crate::model::wire::Frame::Request { id, method, params }) =
+                crate::model::wire::parse_str(line)
+            {
+                assert_eq!(
+                    request_refusal(&id, &method, &params, 2),
+                    (kind != Malformed::OldJsonrpc).then_some(r),
+                    "{kind:?}"
+                );
+            }
         }
     }
 

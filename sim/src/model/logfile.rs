@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 const MAGIC: &[u8; 4] = b"MSPL";
-const HEADER_BYTES: usize = 16;
+pub const HEADER_BYTES: usize = 16;
 const PAYLOAD_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What the bytes at an offset are.

@@ -232,6 +232,33 @@ struct IdleWatch {
 /// model sees it, and a stalled disk may hold the write.
 const IDLE_SLACK_MS: u64 = 100;
 
+/// The ordinals of the event records in `bytes`, whole frames from its
+/// start (an append), read with the model's own frame reader.
+fn appended_event_ordinals(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || loop {
+        let logfile::Check::Valid { end, rtype } = logfile::check(bytes, at) else {
+            return None;
+        };
+        let payload = &bytes[at + logfile::HEADER_BYTES..end];
+        at = end;
+        if rtype != 5 {
+            continue;
+        }
+        // The record's ordinal `n`, as the model reads an event record
+        // it consumes.
+        let n = serde_json::from_slice::<Value>(payload)
+            .ok()
+            .and_then(|v| v["n"].as_u64());
+        if n.is_some() {
+            return n;
+        }
+    })
+}
+
+/// The `jsonrpc` member of a request as clients write it.
+const JSONRPC_2: &str = "\"jsonrpc\":\"2.0\"";
+
 /// Requests that read a session without changing anything the host
 /// weighs for idleness (PROTOCOL.md 4.1: turns, tasks, approvals,
 /// subscribed connections).
@@ -985,6 +1012,20 @@ impl Model {
             }
         }
         f.append(bytes, (h, inc));
+        // The holder at a rot goes on from memory: the events it writes
+        // after the damage (past it, so the model never reads them from
+        // the file) are its memory's, and it may still send them after a
+        // later load of the damaged log failed (bitrot seed 604: a
+        // shutdown's `turn/completed`, written after the rot, sent after
+        // a queued resume's reload found the damage).
+        if self.rot_holder.get(sid) == Some(&(h, inc)) {
+            let written = appended_event_ordinals(bytes).max();
+            if let (Some(n), Some(m)) = (written, self.rot_memory.get_mut(sid)) {
+                if m.0 == (h, inc) {
+                    m.1 = m.1.max(n);
+                }
+            }
+        }
     }
 
     fn truncate(&mut self, h: usize, inc: u64, sid: &str, len: usize) {
@@ -1329,10 +1370,22 @@ impl Model {
 
     fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &str) {
         let handshake = self.links.get(&link).map(|l| l.handshake);
-        if let Some(x) = bad_input::refusal(line, handshake.unwrap_or(0)) {
+        let hs = handshake.unwrap_or(0);
+        let frame = wire::parse_str(line);
+        // A request read as one, with its envelope's `jsonrpc` spelled as
+        // a client writes it, is judged from what was read; anything
+        // else is read again as a whole (rare: bad lines).
+        let refusal = match &frame {
+            Some(Frame::Request { id, method, params }) if line.contains(JSONRPC_2) => {
+                bad_input::request_refusal(id, method, params, hs)
+            }
+            Some(Frame::Response { .. }) if line.contains(JSONRPC_2) => None,
+            _ => bad_input::refusal(line, hs),
+        };
+        if let Some(x) = refusal {
             return self.refusal_owed(link, handshake, x);
         }
-        let (id, method, params) = match wire::parse_str(line) {
+        let (id, method, params) = match frame {
             Some(Frame::Request { id, method, params }) => (id, method, params),
             Some(Frame::Notification { method, .. }) => {
                 let at = self.rep.at;

@@ -92,11 +92,18 @@ pub enum Malformed {
     /// A `state/update` whose `expectedRevision` is a string (`-32602`,
     /// field `expectedRevision`).
     RevisionAsText,
+    /// A notification (no `id`) of a method MSP does not have: never
+    /// answered, not even with an error.
+    UnknownNotification,
+    /// Not a defect: the line ends `\r\n`, which a host tolerates
+    /// (PROTOCOL.md 1), so the command is admitted and the copy that
+    /// follows is its replay.
+    TrailingCr,
 }
 
 impl Malformed {
     /// Every defect, in draw order (new ones go at the end).
-    pub const ALL: [Malformed; 14] = [
+    pub const ALL: [Malformed; 16] = [
         Malformed::NotJson,
         Malformed::Batch,
         Malformed::BoolId,
@@ -111,6 +118,8 @@ impl Malformed {
         Malformed::EmptyInput,
         Malformed::Retract,
         Malformed::RevisionAsText,
+        Malformed::UnknownNotification,
+        Malformed::TrailingCr,
     ];
 
     /// The well-formed command this defect is made from, on `sid`: a
@@ -138,7 +147,9 @@ impl Malformed {
         let mut p = params.clone();
         let mut m = json!(method);
         match self {
-            Malformed::UnknownMethod => m = json!(format!("{method}X")),
+            Malformed::UnknownMethod | Malformed::UnknownNotification => {
+                m = json!(format!("{method}X"))
+            }
             Malformed::UnknownMethodArrayParams => {
                 m = json!(format!("{method}X"));
                 p = json!([p]);
@@ -161,18 +172,29 @@ impl Malformed {
             Malformed::RevisionAsText => {
                 p["expectedRevision"] = json!(p["expectedRevision"].to_string())
             }
-            Malformed::NotJson | Malformed::Batch | Malformed::BoolId | Malformed::OldJsonrpc => {}
+            Malformed::NotJson
+            | Malformed::Batch
+            | Malformed::BoolId
+            | Malformed::OldJsonrpc
+            | Malformed::TrailingCr => {}
         }
         let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": m, "params": p});
         match self {
             Malformed::BoolId => frame["id"] = json!(true),
             Malformed::OldJsonrpc => frame["jsonrpc"] = json!("1.0"),
             Malformed::Batch => frame = json!([frame]),
+            Malformed::UnknownNotification => {
+                if let Some(o) = frame.as_object_mut() {
+                    o.remove("id");
+                }
+            }
             _ => {}
         }
         let mut line = serde_json::to_vec(&frame).expect("serialise");
-        if self == Malformed::NotJson {
-            line.truncate(line.len() - 2);
+        match self {
+            Malformed::NotJson => line.truncate(line.len() - 2),
+            Malformed::TrailingCr => line.push(b'\r'),
+            _ => {}
         }
         line.push(b'\n');
         line

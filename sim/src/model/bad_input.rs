@@ -235,7 +235,14 @@ mod tests {
             assert_eq!(refusal(&good.to_string(), 2), None, "{kind:?}");
             let line = kind.line(&id, method, &params, &v4);
             let line = std::str::from_utf8(&line).unwrap();
-            let r = refusal(line, 2).unwrap_or_else(|| panic!("{kind:?}: {line}"));
+            let Some(r) = refusal(line, 2) else {
+                // Never answered; and a trailing `\r` is no defect.
+                assert!(
+                    matches!(kind, Malformed::UnknownNotification | Malformed::TrailingCr),
+                    "{kind:?}: {line}"
+                );
+                continue;
+            };
             let want = match kind {
                 Malformed::NotJson => (-32700, None, Value::Null),
                 Malformed::Batch | Malformed::BoolId => (-32600, None, Value::Null),
@@ -253,6 +260,9 @@ mod tests {
                 Malformed::EmptyInput => (-32602, Some("input"), id.clone()),
                 Malformed::Retract => (-32602, Some("retract"), id.clone()),
                 Malformed::RevisionAsText => (-32602, Some("expectedRevision"), id.clone()),
+                Malformed::UnknownNotification | Malformed::TrailingCr => {
+                    panic!("{kind:?} refused: {r:?}")
+                }
             };
             assert_eq!((r.code, r.field, r.id.clone()), want, "{kind:?}: {line}");
             // Read first as a frame (the model's way for most lines), the

@@ -746,11 +746,11 @@ impl Client {
             return false;
         }
         let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
-        let (cid, method, mut params) = {
+        let (mut cid, method, mut params) = {
             let c = &self.cmds[orig];
             (c.cid.clone(), c.method.clone(), c.params.clone())
         };
-        crate::moves::same_payload_respelled(w, &method, &mut params, self.counter);
+        crate::moves::same_payload_respelled(w, &method, &mut params, &mut cid, self.counter);
         let i = self.push_cmd(w, cid, &method, params, Purpose::Resend);
         self.active = Some(i);
         self.drive(w, i, out);

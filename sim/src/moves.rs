@@ -507,16 +507,30 @@ pub fn respell(
 
 /// Spells an answered command's payload differently without changing
 /// what it asks (an unknown member, a defaulted param made explicit, an
-/// absent turn id as `null`), or not at all: its resend must be answered
-/// as a replay. `counter` fills the unknown member.
-pub fn same_payload_respelled(w: &mut World, method: &str, params: &mut Value, counter: u64) {
-    match w.decide(Decision::Client, 3) {
+/// absent turn id as `null`), or its command id `cid` in uppercase (one
+/// UUID, so one command: the ledger compares ids without case), or not
+/// at all: its resend must be answered as a replay. `counter` fills the
+/// unknown member; `params` carry the id too if they carried it.
+pub fn same_payload_respelled(
+    w: &mut World,
+    method: &str,
+    params: &mut Value,
+    cid: &mut String,
+    counter: u64,
+) {
+    match w.decide(Decision::Client, 4) {
         0 => params["x-unknown-member"] = json!(counter),
         1 if method == "turn/start" && params.get("ifBusy").is_none() => {
             params["ifBusy"] = json!("queue")
         }
         1 if params.get("turnId").is_none() && method.starts_with("turn/") => {
             params["turnId"] = Value::Null
+        }
+        3 => {
+            *cid = cid.to_ascii_uppercase();
+            if params.get("commandId").is_some() {
+                params["commandId"] = json!(cid);
+            }
         }
         _ => {}
     }

@@ -1254,11 +1254,11 @@ impl SdkClient {
             return false;
         }
         let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
-        let (cid, method, mut params) = {
+        let (mut cid, method, mut params) = {
             let x = &c.cmds[orig];
             (x.cid.clone(), x.method.clone(), x.params.clone())
         };
-        crate::moves::same_payload_respelled(w, &method, &mut params, self.counter);
+        crate::moves::same_payload_respelled(w, &method, &mut params, &mut cid, self.counter);
         self.active = self.reuse(c, w, &cid, &method, params, Purpose::Resend);
         true
     }

@@ -3057,3 +3057,37 @@ fn admission_decision_an_answer_sent_twice() {
         judged(&h, !twice, "admission-decision");
     }
 }
+
+#[test]
+fn value_identical_replays_a_command_id_spelled_in_uppercase_is_the_same_command() {
+    // One UUID, one command (the ledger compares ids without case): the
+    // uppercase copy gets the recorded answer; answering it as a new
+    // command, with a second intake, is a second effect.
+    for replayed in [true, false] {
+        let mut h = H::new();
+        h.start();
+        let (ack, _) = h.update(5, 5, 0, json!({"k": 1}));
+        let upper = cid(5).to_ascii_uppercase();
+        h.recv(
+            6,
+            "state/update",
+            json!({"commandId": upper, "sessionId": S, "expectedRevision": 0, "set": {"k": 1}}),
+        );
+        if replayed {
+            h.answer(6, ack);
+        } else {
+            let again = json!({"commandId": upper, "status": "accepted", "revision": 2});
+            let r = h.received(
+                &upper,
+                "state/update",
+                json!({"sessionId": S, "expectedRevision": 0, "set": {"k": 1}}),
+                json!({"result": again}),
+            );
+            h.append(vec![r]);
+            h.sync();
+            h.answer(6, again);
+        }
+        let v = h.check();
+        assert_eq!(v.is_empty(), replayed, "{v:#?}");
+    }
+}

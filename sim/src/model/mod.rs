@@ -2196,11 +2196,14 @@ impl Model {
             let abandoned = reason.as_deref() == Some("abandoned");
             let ok = if abandoned {
                 let want_abandoned = matches!(i.settled, Some(Settle::Abandoned));
+                // Naming the command as this request spelled it (echoed
+                // as sent) or as its intake did (the answer every replay
+                // of it gets): the same UUID either way.
                 want_abandoned
                     && outcome
                         .as_ref()
                         .err()
-                        .is_some_and(|e| e["data"]["commandId"] == json!(cid))
+                        .is_some_and(|e| names_command(&e["data"]["commandId"], &cid))
             } else {
                 (recorded_allowed && outcome == i.answer)
                     || rejected_later.is_some_and(|e| outcome.as_ref().err() == Some(e))
@@ -2310,7 +2313,12 @@ impl Model {
                         let failing = self
                             .sessions
                             .get(&sid)
-                            .and_then(|s| s.turns.get(&cid))
+                            .and_then(|s| {
+                                s.turns
+                                    .iter()
+                                    .find(|(t, _)| wire::key(t) == k)
+                                    .map(|(_, t)| t)
+                            })
                             .is_some_and(|t| t.script.fail_launch || t.st == TurnSt::LaunchFailed);
                         let want = match disposition.as_ref().and_then(Value::as_str) {
                             Some("queued") => Some("deferred_start_failed"),
@@ -3454,14 +3462,29 @@ fn answer_value(o: &Result<Value, Value>) -> Value {
     }
 }
 
+/// Whether `echo` names command `cid`: the same UUID, in the spelling of
+/// the request or of the first copy (a replay's answer is the first
+/// one's), since the ledger compares ids without case.
+fn names_command(echo: &Value, cid: &str) -> bool {
+    echo.as_str()
+        .is_some_and(|e| wire::key(e) == wire::key(cid))
+}
+
 /// Whether an answer is what `e` prescribes.
 fn expected_matches(e: &Expected, cid: &str, outcome: &Result<Value, Value>) -> bool {
     match (e, outcome) {
         (Expected::Any, _) => true,
-        (Expected::Ack(want), Ok(got)) => want == got,
+        (Expected::Ack(want), Ok(got)) => {
+            want == got
+                || (names_command(&got["commandId"], cid) && {
+                    let mut want = want.clone();
+                    want["commandId"] = got["commandId"].clone();
+                    &want == got
+                })
+        }
         (Expected::Reject(reason, extra), Err(err)) => {
             wire::rejection(err) == Some(*reason)
-                && err["data"]["commandId"] == json!(cid)
+                && names_command(&err["data"]["commandId"], cid)
                 && extra.as_ref().is_none_or(|(k, v)| err["data"][k] == *v)
         }
         (Expected::Error(code), Err(err)) => err["code"] == json!(code),

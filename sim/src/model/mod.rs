@@ -60,7 +60,7 @@ struct HostSt {
 }
 
 /// A request a host received on a link, until answered.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Req {
     method: String,
     params: Value,
@@ -1531,24 +1531,10 @@ impl Model {
         };
         let key = x.id.to_string();
         let r = Req {
-            method: String::new(),
-            params: Value::Null,
-            cid: None,
-            sid: None,
-            sig: None,
             recv_at: self.rep.at,
-            floor: 0,
-            window: Vec::new(),
-            holders: BTreeSet::new(),
-            existed: false,
-            existed_at_recv: false,
-            terminal_at_recv: false,
-            storage_failed: false,
-            failed_before_intake_durable: false,
             handshake_at_recv: handshake,
-            approvals_at_recv: None,
-            rot_memory_loads: None,
             refusal: Some(x),
+            ..Req::default()
         };
         l.arrivals += 1;
         l.reqs.insert((key, l.arrivals), r);

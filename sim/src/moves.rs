@@ -99,11 +99,33 @@ pub enum Malformed {
     /// (PROTOCOL.md 1), so the command is admitted and the copy that
     /// follows is its replay.
     TrailingCr,
+    /// A `turn/start` whose input part is an image (`-32602`, field
+    /// `input` or one of its members: this host takes text parts only).
+    /// It carries a `text` too, so a host must read its `type` to refuse
+    /// it.
+    ImagePart,
+    /// A `turn/start` whose text part's `text` is a number (`-32602`,
+    /// field `input` or one of its members).
+    TextNotString,
+    /// The command padded with spaces to one byte over the simulated
+    /// host's frame limit ([`FRAME_LIMIT_BYTES`]): `-32002
+    /// inputTooLarge`, id `null`, `data.limitBytes`; the link stays open.
+    OverLimit,
+    /// Not a defect: the command padded to exactly the frame limit, which
+    /// a host reads (PROTOCOL.md 1: only a line over it is refused), so
+    /// the copy that follows is its replay.
+    AtLimit,
 }
+
+/// The frame limit of every simulated host (`HostConfig::
+/// frame_limit_bytes`; PROTOCOL.md 1's `--frame-limit-bytes`): small,
+/// so that a [`Malformed::OverLimit`] line is cheap to send and to judge.
+/// No other line a simulated client sends comes near it.
+pub const FRAME_LIMIT_BYTES: usize = 16 * 1024;
 
 impl Malformed {
     /// Every defect, in draw order (new ones go at the end).
-    pub const ALL: [Malformed; 16] = [
+    pub const ALL: [Malformed; 20] = [
         Malformed::NotJson,
         Malformed::Batch,
         Malformed::BoolId,
@@ -120,15 +142,20 @@ impl Malformed {
         Malformed::RevisionAsText,
         Malformed::UnknownNotification,
         Malformed::TrailingCr,
+        Malformed::ImagePart,
+        Malformed::TextNotString,
+        Malformed::OverLimit,
+        Malformed::AtLimit,
     ];
 
     /// The well-formed command this defect is made from, on `sid`: a
-    /// `turn/start` for [`Malformed::EmptyInput`], a `turn/interrupt` for
+    /// `turn/start` for [`Malformed::EmptyInput`] and the other input
+    /// defects, a `turn/interrupt` for
     /// [`Malformed::Retract`], else a `state/update` of `revision`
     /// writing `n`.
     pub fn command(self, sid: &str, revision: i64, n: u64) -> (&'static str, Value) {
         match self {
-            Malformed::EmptyInput => (
+            Malformed::EmptyInput | Malformed::ImagePart | Malformed::TextNotString => (
                 "turn/start",
                 json!({"sessionId": sid, "input": [{"type": "text", "text": format!("hello {n} after a bad line")}]}),
             ),
@@ -168,6 +195,10 @@ impl Malformed {
             }
             Malformed::NumericSessionId => p["sessionId"] = json!(7),
             Malformed::EmptyInput => p["input"] = json!([]),
+            Malformed::ImagePart => {
+                p["input"] = json!([{"type": "image", "url": "https://example.invalid/a.png", "text": "a picture"}])
+            }
+            Malformed::TextNotString => p["input"] = json!([{"type": "text", "text": 5}]),
             Malformed::Retract => p["retract"] = json!(true),
             Malformed::RevisionAsText => {
                 p["expectedRevision"] = json!(p["expectedRevision"].to_string())
@@ -176,7 +207,9 @@ impl Malformed {
             | Malformed::Batch
             | Malformed::BoolId
             | Malformed::OldJsonrpc
-            | Malformed::TrailingCr => {}
+            | Malformed::TrailingCr
+            | Malformed::OverLimit
+            | Malformed::AtLimit => {}
         }
         let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": m, "params": p});
         match self {
@@ -194,6 +227,13 @@ impl Malformed {
         match self {
             Malformed::NotJson => line.truncate(line.len() - 2),
             Malformed::TrailingCr => line.push(b'\r'),
+            // Spaces after the opening brace: JSON whitespace, so the
+            // line is the same frame, `FRAME_LIMIT_BYTES` (+ 1) long.
+            Malformed::OverLimit | Malformed::AtLimit => {
+                let want = FRAME_LIMIT_BYTES + usize::from(self == Malformed::OverLimit);
+                let pad = want.saturating_sub(line.len());
+                line.splice(1..1, std::iter::repeat_n(b' ', pad));
+            }
             _ => {}
         }
         line.push(b'\n');

@@ -64,6 +64,7 @@ impl HostProc {
         let mut cfg = HostConfig::new(DATA_DIR, durability, seed);
         cfg.idle_unload_ms = idle_unload_ms;
         cfg.compact_records = compact_records;
+        cfg.frame_limit_bytes = crate::moves::FRAME_LIMIT_BYTES;
         self.inc += 1;
         self.host = Some(Host::with_agent(
             cfg,

@@ -54,6 +54,11 @@ use crate::moves::Malformed;
 /// handshake's order by sending `initialized` before `initialize`.
 pub const HANDSHAKE_SLIP_PERMILLE: u64 = 30;
 
+/// Per mille of an SDK client's links that open with an `initialize`
+/// whose `clientInfo.name` is hyphenated (refused `invalidParams`; the
+/// core's own `initialize` follows).
+pub const BAD_INITIALIZE_PERMILLE: u64 = 30;
+
 /// What [`SdkClient::sent`] reads of a line the core sent, borrowed from
 /// it. A member of another type than the one read fails the parse, as
 /// it made the tree's lookup come back empty.
@@ -441,11 +446,35 @@ impl SdkClient {
         // other request until the second `initialized` (which the core
         // sends after the answer). The model judges each of those answers.
         // (No draw at all without `slips`: older runs replay unchanged.)
-        let permille = if slips { HANDSHAKE_SLIP_PERMILLE } else { 0 };
-        if w.chance(Decision::Client, permille) {
-            out.push(Action::Send(
-                b"{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"}\n".to_vec(),
-            ));
+        //
+        // Or the link first carries an `initialize` whose `clientInfo.name`
+        // breaks the public schema's `[a-z0-9_]+`: refused
+        // `invalidParams`, and the link stays uninitialized, so the core's
+        // own `initialize` that follows must succeed. This is the slip
+        // draw's third option: a run file recorded before it replays
+        // unchanged (its values are 0 and 1).
+        if slips {
+            match w.pick_permille(
+                Decision::Client,
+                &[HANDSHAKE_SLIP_PERMILLE, BAD_INITIALIZE_PERMILLE],
+            ) {
+                1 => out.push(Action::Send(
+                    b"{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"}\n".to_vec(),
+                )),
+                2 => {
+                    self.raw_serial += 1;
+                    let mut line = serde_json::to_vec(&json!({
+                        "jsonrpc": "2.0",
+                        "id": format!("bad-init-{}", self.raw_serial),
+                        "method": "initialize",
+                        "params": {"clientInfo": {"name": "sim-client", "version": "1"}},
+                    }))
+                    .expect("serialise");
+                    line.push(b'\n');
+                    out.push(Action::Send(line));
+                }
+                _ => {}
+            }
         }
         self.pump(c, &mut out);
         out

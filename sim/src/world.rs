@@ -213,6 +213,27 @@ impl World {
         self.draw(kind, 2, |rng| u64::from(uniform(rng, 1000) < permille)) == 1
     }
 
+    /// One of `permilles.len() + 1` options: option `i >= 1` with
+    /// probability `permilles[i - 1]`/1000, option 0 (nothing happens)
+    /// with the rest. Under a seed it draws what [`World::chance`] draws
+    /// (one pick in 0..1000), so a [`World::chance`] of `permilles[0]`
+    /// can grow options without changing which pick means what: its
+    /// recorded values keep their meaning.
+    pub fn pick_permille(&mut self, kind: Decision, permilles: &[u64]) -> u64 {
+        debug_assert!(permilles.iter().sum::<u64>() <= 1000);
+        self.draw(kind, permilles.len() as u64 + 1, |rng| {
+            let u = uniform(rng, 1000);
+            let mut edge = 0;
+            for (i, p) in permilles.iter().enumerate() {
+                edge += p;
+                if u < edge {
+                    return i as u64 + 1;
+                }
+            }
+            0
+        })
+    }
+
     /// A value in `lo..=hi`; option 0 is `lo`.
     pub fn range(&mut self, kind: Decision, lo: u64, hi: u64) -> u64 {
         debug_assert!(lo <= hi);

@@ -3091,3 +3091,112 @@ fn value_identical_replays_a_command_id_spelled_in_uppercase_is_the_same_command
         assert_eq!(v.is_empty(), replayed, "{v:#?}");
     }
 }
+
+#[test]
+fn admission_decision_an_initialize_with_a_bad_client_name_accepted() {
+    // The public schema's `ClientInfo.name` is `[a-z0-9_]+`; msp/REFERENCE.md:
+    // "a hyphenated `clientInfo.name` gets `invalidParams` and the
+    // connection stays uninitialized", so the `initialize` that follows
+    // succeeds. Three histories: the right one; the bad one accepted;
+    // the bad one refused but the link counted as initialized anyway.
+    for case in 0..3 {
+        let mut h = H::default();
+        h.host_starts(1, true);
+        h.opens(1, 1);
+        let bad = json!({"jsonrpc": "2.0", "id": "bad-init-1", "method": "initialize",
+                         "params": {"clientInfo": {"name": "sim-client", "version": "1"}}});
+        raw_recv(&mut h, &bad.to_string());
+        let refused = refusal(
+            json!("bad-init-1"),
+            -32602,
+            "invalidParams",
+            Some("clientInfo.name"),
+        );
+        let accepted =
+            json!({"jsonrpc": "2.0", "id": "bad-init-1", "result": {"museHome": "/sim/data"}});
+        h.send(if case == 1 { accepted } else { refused });
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                          "params": {"clientInfo": {"name": "t", "version": "1"}}});
+        raw_recv(&mut h, &init.to_string());
+        h.send(if case == 2 {
+            refusal(json!(0), -32600, "alreadyInitialized", None)
+        } else {
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"museHome": "/sim/data"}})
+        });
+        judged(&h, case == 0, "admission-decision");
+    }
+}
+
+#[test]
+fn admission_decision_a_line_over_the_frame_limit_read_or_one_at_it_refused() {
+    // PROTOCOL.md 1: a line over the frame limit gets `-32002
+    // inputTooLarge`, id `null`, `data.limitBytes`; a line of exactly the
+    // limit is read. The simulated hosts' limit is the simulator's
+    // `FRAME_LIMIT_BYTES`.
+    let limit = msp_sim::moves::FRAME_LIMIT_BYTES;
+    let padded = |len: usize| {
+        let body = json!({"jsonrpc": "2.0", "id": "b", "method": "session/read",
+                          "params": {"sessionId": S}})
+        .to_string();
+        format!("{{{}{}", " ".repeat(len - body.len()), &body[1..])
+    };
+    let too_large = |l: usize| {
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32002, "message": "m",
+               "data": {"kind": "inputTooLarge", "limitBytes": l}}})
+    };
+    for (line, answer, legal) in [
+        (padded(limit + 1), too_large(limit), true),
+        (padded(limit + 1), too_large(limit + 1), false),
+        (
+            padded(limit + 1),
+            json!({"jsonrpc": "2.0", "id": "b", "error": {"code": -32602, "message": "m",
+                   "data": {"kind": "invalidParams", "field": "sessionId"}}}),
+            false,
+        ),
+        (padded(limit), too_large(limit), false),
+    ] {
+        assert_eq!(line.len(), if legal { limit + 1 } else { line.len() });
+        let mut h = H::new();
+        h.start();
+        raw_recv(&mut h, &line);
+        h.send(answer);
+        judged(&h, legal, "admission-decision");
+    }
+}
+
+#[test]
+fn admission_decision_a_turn_with_an_image_part_accepted() {
+    // PROTOCOL.md 4.1: `input: [{type: "text", text}]`. A part of another
+    // type is `invalidParams` naming `input` (or a member of it), even
+    // one that carries a `text`.
+    let c = cid(9);
+    let line = json!({"jsonrpc": "2.0", "id": "b", "method": "turn/start",
+                      "params": {"commandId": c, "sessionId": S,
+                                 "input": [{"type": "image", "url": "u", "text": "a picture"}]}})
+    .to_string();
+    for (answer, legal) in [
+        (
+            refusal(json!("b"), -32602, "invalidParams", Some("input.type")),
+            true,
+        ),
+        (
+            refusal(json!("b"), -32602, "invalidParams", Some("input")),
+            true,
+        ),
+        (
+            refusal(json!("b"), -32602, "invalidParams", Some("sessionId")),
+            false,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": "b", "result": {"commandId": c, "status": "accepted",
+                   "turnId": c, "startedNewTurn": true, "disposition": "started"}}),
+            false,
+        ),
+    ] {
+        let mut h = H::new();
+        h.start();
+        raw_recv(&mut h, &line);
+        h.send(answer);
+        judged(&h, legal, "admission-decision");
+    }
+}

@@ -85,14 +85,16 @@ fn a_dedupe_in_memory_only_shrinks() {
 
 #[test]
 fn a_skipped_payload_check_shrinks() {
-    // From seed 6: the reducer stops in a local minimum on some runs
+    // From seed 7: the reducer stops in a local minimum on some runs
     // (seeds 0 and 2 reach 43 and 21 steps; seeds 3..6 reach 2, 2 and 5,
     // measured when the stray-read and stop-all-then-pause moves came;
     // with graceful shutdowns drawn (draws version 3) seeds 3 and 4 do not
-    // fail, 5 stops at 243 steps, 6 and 7 reach 3 and 4).
+    // fail, 5 stops at 243 steps, 6 and 7 reach 3 and 4). From seed 7
+    // since the bad-initialize draw and four more bad-line kinds: seeds
+    // 0..9 reach 29, 32, 3, 8, 133, 4, 107, 6 and 2 steps.
     shrunk(
         Scenario::LeaseHandover,
-        6,
+        7,
         Bug::SkipPayloadCheck,
         "payload-identity",
     );

@@ -1,7 +1,7 @@
 //! Lines a host must refuse before reading them as a command or a read
 //! (PROTOCOL.md 1 and 3), and the refusal each one earns, in the error
-//! precedence of section 1: parse, then the request's envelope, then
-//! initialization, method, params.
+//! precedence of section 1: the frame limit, parse, then the request's
+//! envelope, then initialization, method, params.
 //!
 //! Written from the spec: the JSON-RPC envelope (a request is an object
 //! with `jsonrpc: "2.0"`, a string `method` and an `id` that is a string
@@ -13,6 +13,7 @@
 use serde_json::Value;
 
 use super::wire::{CARRIERLESS_METHODS, DURABLE_METHODS};
+use crate::moves::FRAME_LIMIT_BYTES;
 
 /// Every method PROTOCOL.md 4 defines a host answers.
 const METHODS: [&str; 17] = [
@@ -42,8 +43,11 @@ pub struct Refusal {
     pub code: i64,
     /// `error.data.kind`.
     pub kind: &'static str,
-    /// `error.data.field` (PROTOCOL.md 3, ext), for `invalidParams`.
+    /// `error.data.field` (PROTOCOL.md 3, ext), for `invalidParams`: the
+    /// field, or one of its members (`input` covers `input.type`).
     pub field: Option<&'static str>,
+    /// `error.data.limitBytes`, for `inputTooLarge`.
+    pub limit: Option<u64>,
     /// The `id` of the answer: the request's, or `null` when the line has
     /// none the host could read.
     pub id: Value,
@@ -57,8 +61,16 @@ impl Refusal {
             code,
             kind,
             field: None,
+            limit: None,
             id,
             cid: None,
+        }
+    }
+
+    fn too_large() -> Refusal {
+        Refusal {
+            limit: Some(FRAME_LIMIT_BYTES as u64),
+            ..Refusal::new(-32002, "inputTooLarge", Value::Null)
         }
     }
 
@@ -72,6 +84,8 @@ impl Refusal {
     /// The rule a sweep counts for this refusal.
     pub fn rule(&self) -> &'static str {
         match self.code {
+            -32002 => "1 inputTooLarge",
+            -32602 if self.field == Some("clientInfo") => "2 initialize refused invalidParams",
             -32700 => "3 parseError",
             -32601 => "3 methodNotFound",
             -32602 => "3 invalidParams",
@@ -85,8 +99,30 @@ impl Refusal {
             && e["data"]["kind"] == self.kind
             && self
                 .field
-                .is_none_or(|f| e["data"]["field"].as_str() == Some(f))
+                .is_none_or(|f| e["data"]["field"].as_str().is_some_and(|g| names(g, f)))
+            && self
+                .limit
+                .is_none_or(|l| e["data"]["limitBytes"].as_u64() == Some(l))
     }
+}
+
+/// Whether `data.field` value `g` names field `f` or one of its members
+/// (`f.x`, `f[0]`).
+fn names(g: &str, f: &str) -> bool {
+    g.strip_prefix(f)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// The refusal of a line over the simulated hosts' frame limit
+/// (PROTOCOL.md 1: `-32002 inputTooLarge`, `data.limitBytes`, id `null`),
+/// counted without its `\n` and a tolerated `\r`; `None` for any other.
+pub fn over_limit(line: &str) -> Option<Refusal> {
+    if line.len() <= FRAME_LIMIT_BYTES {
+        return None;
+    }
+    let body = line.strip_suffix('\n').unwrap_or(line);
+    let body = body.strip_suffix('\r').unwrap_or(body);
+    (body.len() > FRAME_LIMIT_BYTES).then(Refusal::too_large)
 }
 
 /// The refusal `line` must get from a host that had read its link's
@@ -96,6 +132,9 @@ impl Refusal {
 /// response, a request before the handshake: the handshake's own judge
 /// takes those).
 pub fn refusal(line: &str, handshake: u8) -> Option<Refusal> {
+    if let Some(r) = over_limit(line) {
+        return Some(r);
+    }
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return Some(Refusal::new(-32700, "parseError", Value::Null));
     };
@@ -151,12 +190,26 @@ fn is_id(id: &Value) -> bool {
 /// The method, then the params (PROTOCOL.md 1's precedence), of a
 /// request with a valid envelope.
 fn checked(id: &Value, method: &str, params: &Value, handshake: u8) -> Option<Refusal> {
+    let reply = id.clone();
+    // The first `initialize` with bad params is refused, and the link
+    // stays uninitialized (msp/REFERENCE.md: "a hyphenated
+    // `clientInfo.name` gets `invalidParams`"); a later one is the
+    // handshake judge's (`alreadyInitialized` is the initialization
+    // check, before the params).
+    if method == "initialize" {
+        return match (handshake, params) {
+            (0, Value::Object(_)) if !client_info_ok(params) => {
+                Some(Refusal::params("clientInfo", reply))
+            }
+            (0, Value::Object(_)) | (1.., _) => None,
+            (0, _) => Some(Refusal::params("params", reply)),
+        };
+    }
     // Before the handshake the handshake's judge decides
     // (`notInitialized` comes before the method and the params).
-    if handshake != 2 || method == "initialize" {
+    if handshake != 2 {
         return None;
     }
-    let reply = id.clone();
     if !METHODS.contains(&method) {
         return Some(Refusal::new(-32601, "methodNotFound", reply));
     }
@@ -181,8 +234,9 @@ fn checked(id: &Value, method: &str, params: &Value, handshake: u8) -> Option<Re
         _ => {}
     }
     match method {
+        // PROTOCOL.md 4.1: `input: [{type: "text", text}]`, non-empty.
         "turn/start" | "turn/steer" => match get("input") {
-            Some(Value::Array(parts)) if !parts.is_empty() => None,
+            Some(Value::Array(parts)) if !parts.is_empty() && parts.iter().all(text_part) => None,
             _ => Some(Refusal::params("input", reply)),
         },
         "turn/interrupt" | "turn/cancel" if get("retract") == Some(&Value::Bool(true)) => {
@@ -193,6 +247,23 @@ fn checked(id: &Value, method: &str, params: &Value, handshake: u8) -> Option<Re
         }
         _ => None,
     }
+}
+
+/// An input part this host takes: `{type: "text", text}` (PROTOCOL.md
+/// 4.1).
+fn text_part(p: &Value) -> bool {
+    p["type"] == "text" && p["text"].is_string()
+}
+
+/// `initialize`'s `clientInfo` (public schema `ClientInfo`): a `name`
+/// matching `^[a-z0-9_]+$` and a string `version`.
+fn client_info_ok(params: &Value) -> bool {
+    let ci = &params["clientInfo"];
+    ci["name"].as_str().is_some_and(|n| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    }) && ci["version"].is_string()
 }
 
 /// A UUID in its hyphenated form (8-4-4-4-12 hexadecimal digits, either
@@ -238,7 +309,10 @@ mod tests {
             let Some(r) = refusal(line, 2) else {
                 // Never answered; and a trailing `\r` is no defect.
                 assert!(
-                    matches!(kind, Malformed::UnknownNotification | Malformed::TrailingCr),
+                    matches!(
+                        kind,
+                        Malformed::UnknownNotification | Malformed::TrailingCr | Malformed::AtLimit
+                    ),
                     "{kind:?}: {line}"
                 );
                 continue;
@@ -257,16 +331,24 @@ mod tests {
                 Malformed::NoSessionId | Malformed::NumericSessionId => {
                     (-32602, Some("sessionId"), id.clone())
                 }
-                Malformed::EmptyInput => (-32602, Some("input"), id.clone()),
+                Malformed::EmptyInput | Malformed::ImagePart | Malformed::TextNotString => {
+                    (-32602, Some("input"), id.clone())
+                }
+                Malformed::OverLimit => (-32002, None, Value::Null),
                 Malformed::Retract => (-32602, Some("retract"), id.clone()),
                 Malformed::RevisionAsText => (-32602, Some("expectedRevision"), id.clone()),
-                Malformed::UnknownNotification | Malformed::TrailingCr => {
+                Malformed::UnknownNotification | Malformed::TrailingCr | Malformed::AtLimit => {
                     panic!("{kind:?} refused: {r:?}")
                 }
             };
             assert_eq!((r.code, r.field, r.id.clone()), want, "{kind:?}: {line}");
             // Read first as a frame (the model's way for most lines), the
             // same refusal.
+            if kind == Malformed::OverLimit {
+                assert_eq!(line.len(), FRAME_LIMIT_BYTES + 2, "{line}");
+                assert_eq!(r.limit, Some(FRAME_LIMIT_BYTES as u64));
+                continue;
+            }
             if let Some(crate::model::wire::Frame::Request { id, method, params }) =
                 crate::model::wire::parse_str(line)
             {
@@ -307,12 +389,57 @@ mod tests {
     }
 
     #[test]
+    fn a_line_at_the_frame_limit_is_read_and_one_byte_more_is_not() {
+        let id = json!("bad-1");
+        let (method, mut params) = Malformed::AtLimit.command(SID, 3, 1);
+        params["commandId"] = json!(CID);
+        let at = Malformed::AtLimit.line(&id, method, &params, "");
+        assert_eq!(at.len(), FRAME_LIMIT_BYTES + 1);
+        let at = std::str::from_utf8(&at).unwrap();
+        assert_eq!(refusal(at, 2), None);
+        // A tolerated `\r` is not counted.
+        assert_eq!(over_limit(&format!("{}\r\n", at.trim_end())), None);
+        let over = format!(" {at}");
+        assert_eq!(refusal(&over, 2).map(|r| r.code), Some(-32002));
+    }
+
+    #[test]
+    fn the_first_initialize_needs_a_schema_client_name() {
+        let init = |name: Value| {
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"clientInfo": {"name": name, "version": "1"}}})
+            .to_string()
+        };
+        for bad in [json!("sim-client"), json!("Sim"), json!(""), json!(7)] {
+            let r = refusal(&init(bad.clone()), 0).expect("refused");
+            assert_eq!(
+                (r.code, r.field, r.id.clone()),
+                (-32602, Some("clientInfo"), json!(1))
+            );
+            assert_eq!(r.rule(), "2 initialize refused invalidParams");
+            // A later one is `alreadyInitialized` (the handshake judge's).
+            assert_eq!(refusal(&init(bad), 1), None);
+        }
+        assert_eq!(refusal(&init(json!("sim_client_2")), 0), None);
+        let no_version = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"a"}}}"#;
+        assert!(refusal(no_version, 0).is_some());
+    }
+
+    #[test]
     fn a_refusal_is_judged_by_code_kind_and_field() {
         let r = Refusal::params("input", json!(1));
         assert!(r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "input"}})));
         assert!(!r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "sessionId"}})));
         assert!(!r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams"}})));
         assert!(!r.is(&json!({"code": -32600, "message": "m", "data": {"kind": "invalidParams", "field": "input"}})));
+        // A member of the field names it too; another field does not.
+        assert!(r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "input.type"}})));
+        assert!(r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "input[0]"}})));
+        assert!(!r.is(&json!({"code": -32602, "message": "m", "data": {"kind": "invalidParams", "field": "inputs"}})));
+        let big = Refusal::too_large();
+        let e = |l: u64| json!({"code": -32002, "message": "m", "data": {"kind": "inputTooLarge", "limitBytes": l}});
+        assert!(big.is(&e(FRAME_LIMIT_BYTES as u64)));
+        assert!(!big.is(&e(FRAME_LIMIT_BYTES as u64 + 1)));
         let m = Refusal::new(-32601, "methodNotFound", json!(1));
         assert!(m.is(&json!({"code": -32601, "message": "m", "data": {"kind": "methodNotFound"}})));
         assert!(!m.is(&json!({"code": -32601, "message": "m", "data": {"kind": "invalidRequest"}})));

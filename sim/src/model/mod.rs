@@ -1371,6 +1371,9 @@ impl Model {
     fn host_recv(&mut self, h: usize, inc: u64, link: u64, line: &str) {
         let handshake = self.links.get(&link).map(|l| l.handshake);
         let hs = handshake.unwrap_or(0);
+        if let Some(x) = bad_input::over_limit(line) {
+            return self.refusal_owed(link, handshake, x);
+        }
         let frame = wire::parse_str(line);
         // A request read as one, with its envelope's `jsonrpc` spelled as
         // a client writes it, is judged from what was read; anything

@@ -129,6 +129,7 @@ pub const RULES: &[&str] = &[
     "3 reject queue_full",
     "3 reject stale_revision",
     // 1, 3 bad input, refused in the error precedence
+    "1 inputTooLarge",
     "3 parseError",
     "3 invalidRequest",
     "3 methodNotFound",
@@ -168,11 +169,13 @@ pub const RULES: &[&str] = &[
 
 /// Rules only the SDK client reaches (its observer pages histories with
 /// `view/page` and subscribes with `view/subscribe`, and its links may
-/// break the handshake's order; the simulator's own client and `sdk-v1`
-/// do neither); a 100-seed `mixed` sweep of client `sdk` must exercise
+/// break the handshake's order or open with an `initialize` whose
+/// `clientInfo.name` is bad; the simulator's own client and `sdk-v1` do
+/// neither); a 100-seed `mixed` sweep of client `sdk` must exercise
 /// each.
 pub const PAGE_RULES: &[&str] = &[
     "2 initialized before initialize",
+    "2 initialize refused invalidParams",
     "4.2 view/page forward",
     "4.2 view/page backward",
     "4.2 view/page from a cursor",

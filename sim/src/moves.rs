@@ -115,6 +115,39 @@ pub enum Malformed {
     /// a host reads (PROTOCOL.md 1: only a line over it is refused), so
     /// the copy that follows is its replay.
     AtLimit,
+    /// A `turn/start` whose `ifBusy` is none of `queue`, `steer`,
+    /// `replace` (`-32602`, field `ifBusy`).
+    IfBusyUnknown,
+    /// A `state/update` whose `set` is an array (`-32602`, field `set`).
+    SetNotObject,
+    /// A `state/update` whose `expectedRevision` is `1.5`, not an integer
+    /// (`-32602`, field `expectedRevision`).
+    RevisionFraction,
+    /// A `session/resume` of the session whose `cursor` is a number
+    /// (`-32602`, field `cursor`); the command that follows is the
+    /// `state/update` under the same id.
+    ResumeCursorNumber,
+    /// An `approval/decide` without `choiceId` (`-32602`, field
+    /// `choiceId`); the command that follows is the `state/update`.
+    DecideNoChoice,
+    /// A `view/page` of the session with `limit: 0` (`-32602`, field
+    /// `limit`: 1..1000); the command follows.
+    PageLimitZero,
+    /// A `view/page` with `limit: 1001` (`-32602`, field `limit`).
+    PageLimitOver,
+    /// A `view/page` with `direction: "sideways"` (`-32602`, field
+    /// `direction`).
+    PageDirection,
+    /// Not a defect: a `view/page` of `limit: 1000`, the largest, read
+    /// from the start (answered with a page the model judges).
+    PageLimitMax,
+    /// A `session/read` whose `excludeItems` is a string (`-32602`, field
+    /// `excludeItems`).
+    ReadExcludeItemsText,
+    /// A `turn/interrupt` naming `turnId: "t-1"`, not a UUIDv7
+    /// (PROTOCOL.md 2: a malformed turn id in params is `-32602`, field
+    /// `turnId`).
+    InterruptTurnIdMalformed,
 }
 
 /// The frame limit of every simulated host (`HostConfig::
@@ -125,7 +158,7 @@ pub const FRAME_LIMIT_BYTES: usize = 16 * 1024;
 
 impl Malformed {
     /// Every defect, in draw order (new ones go at the end).
-    pub const ALL: [Malformed; 20] = [
+    pub const ALL: [Malformed; 31] = [
         Malformed::NotJson,
         Malformed::Batch,
         Malformed::BoolId,
@@ -146,6 +179,17 @@ impl Malformed {
         Malformed::TextNotString,
         Malformed::OverLimit,
         Malformed::AtLimit,
+        Malformed::IfBusyUnknown,
+        Malformed::SetNotObject,
+        Malformed::RevisionFraction,
+        Malformed::ResumeCursorNumber,
+        Malformed::DecideNoChoice,
+        Malformed::PageLimitZero,
+        Malformed::PageLimitOver,
+        Malformed::PageDirection,
+        Malformed::PageLimitMax,
+        Malformed::ReadExcludeItemsText,
+        Malformed::InterruptTurnIdMalformed,
     ];
 
     /// The well-formed command this defect is made from, on `sid`: a
@@ -155,11 +199,16 @@ impl Malformed {
     /// writing `n`.
     pub fn command(self, sid: &str, revision: i64, n: u64) -> (&'static str, Value) {
         match self {
-            Malformed::EmptyInput | Malformed::ImagePart | Malformed::TextNotString => (
+            Malformed::EmptyInput
+            | Malformed::ImagePart
+            | Malformed::TextNotString
+            | Malformed::IfBusyUnknown => (
                 "turn/start",
                 json!({"sessionId": sid, "input": [{"type": "text", "text": format!("hello {n} after a bad line")}]}),
             ),
-            Malformed::Retract => ("turn/interrupt", json!({"sessionId": sid})),
+            Malformed::Retract | Malformed::InterruptTurnIdMalformed => {
+                ("turn/interrupt", json!({"sessionId": sid}))
+            }
             _ => (
                 "state/update",
                 json!({"sessionId": sid, "expectedRevision": revision, "set": {format!("m{}", n % 3): n}}),
@@ -199,6 +248,39 @@ impl Malformed {
                 p["input"] = json!([{"type": "image", "url": "https://example.invalid/a.png", "text": "a picture"}])
             }
             Malformed::TextNotString => p["input"] = json!([{"type": "text", "text": 5}]),
+            Malformed::IfBusyUnknown => p["ifBusy"] = json!("later"),
+            Malformed::InterruptTurnIdMalformed => p["turnId"] = json!("t-1"),
+            Malformed::SetNotObject => p["set"] = json!([p["set"].clone()]),
+            Malformed::RevisionFraction => p["expectedRevision"] = json!(1.5),
+            Malformed::ResumeCursorNumber => {
+                m = json!("session/resume");
+                p = json!({"commandId": p["commandId"], "sessionId": p["sessionId"], "cursor": 5});
+            }
+            Malformed::DecideNoChoice => {
+                // An approval that never existed: the params are refused
+                // before anything looks for it.
+                let a = "0190b6a4-7c3e-7a11-8f00-00000000a99a";
+                m = json!("approval/decide");
+                p = json!({"commandId": p["commandId"], "sessionId": p["sessionId"],
+                           "approvalId": a, "requirementId": {"approvalId": a, "sourceIndex": 0}});
+            }
+            Malformed::PageLimitZero
+            | Malformed::PageLimitOver
+            | Malformed::PageDirection
+            | Malformed::PageLimitMax => {
+                let (limit, direction) = match self {
+                    Malformed::PageLimitZero => (0, "forward"),
+                    Malformed::PageLimitOver => (1001, "forward"),
+                    Malformed::PageDirection => (5, "sideways"),
+                    _ => (1000, "forward"),
+                };
+                m = json!("view/page");
+                p = json!({"sessionId": p["sessionId"], "limit": limit, "direction": direction});
+            }
+            Malformed::ReadExcludeItemsText => {
+                m = json!("session/read");
+                p = json!({"sessionId": p["sessionId"], "excludeItems": "yes"});
+            }
             Malformed::Retract => p["retract"] = json!(true),
             Malformed::RevisionAsText => {
                 p["expectedRevision"] = json!(p["expectedRevision"].to_string())

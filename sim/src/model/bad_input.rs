@@ -233,18 +233,82 @@ fn checked(id: &Value, method: &str, params: &Value, handshake: u8) -> Option<Re
         }
         _ => {}
     }
+    // Each method's own params (PROTOCOL.md 4.1, 4.2); `null` is absent.
+    let text = |f: &str| get(f).is_none_or(Value::is_string);
+    let flag = |f: &str| get(f).is_none_or(Value::is_boolean);
+    let one_of = |f: &str, options: &[&str]| {
+        get(f).is_none_or(|v| v.as_str().is_some_and(|s| options.contains(&s)))
+    };
+    let bad = |f: &'static str| Some(Refusal::params(f, reply.clone()));
     match method {
+        "turn/steer"
+            if !get("expectedTurnId")
+                .and_then(Value::as_str)
+                .is_some_and(is_uuid_v7) =>
+        {
+            bad("expectedTurnId")
+        }
         // PROTOCOL.md 4.1: `input: [{type: "text", text}]`, non-empty.
         "turn/start" | "turn/steer" => match get("input") {
-            Some(Value::Array(parts)) if !parts.is_empty() && parts.iter().all(text_part) => None,
-            _ => Some(Refusal::params("input", reply)),
+            Some(Value::Array(parts)) if !parts.is_empty() && parts.iter().all(text_part) => {
+                if one_of("ifBusy", &["queue", "steer", "replace"]) {
+                    None
+                } else {
+                    bad("ifBusy")
+                }
+            }
+            _ => bad("input"),
         },
+        // PROTOCOL.md 2: a turn id is its command id, a UUIDv7.
+        "turn/unqueue"
+            if !get("turnId")
+                .and_then(Value::as_str)
+                .is_some_and(is_uuid_v7) =>
+        {
+            bad("turnId")
+        }
+        "turn/interrupt" | "turn/cancel"
+            if get("turnId").is_some_and(|t| !t.as_str().is_some_and(is_uuid_v7)) =>
+        {
+            bad("turnId")
+        }
+        "session/resume" if !text("cursor") => bad("cursor"),
+        "session/resume" | "session/read" if !flag("excludeItems") => bad("excludeItems"),
+        "approval/decide" => {
+            let req = get("requirementId");
+            if !get("approvalId").is_some_and(Value::is_string) {
+                bad("approvalId")
+            } else if !req.is_some_and(|r| r["approvalId"].is_string() && r["sourceIndex"].is_u64())
+            {
+                bad("requirementId")
+            } else if !get("choiceId").is_some_and(Value::is_string) {
+                bad("choiceId")
+            } else {
+                None
+            }
+        }
+        "view/page" => {
+            if !get("limit")
+                .and_then(Value::as_u64)
+                .is_some_and(|l| (1..=1000).contains(&l))
+            {
+                bad("limit")
+            } else if !one_of("direction", &["forward", "backward"]) {
+                bad("direction")
+            } else if !text("cursor") {
+                bad("cursor")
+            } else {
+                None
+            }
+        }
+        "view/subscribe" if !text("after") => bad("after"),
         "turn/interrupt" | "turn/cancel" if get("retract") == Some(&Value::Bool(true)) => {
-            Some(Refusal::params("retract", reply))
+            bad("retract")
         }
         "state/update" if !get("expectedRevision").is_some_and(Value::is_u64) => {
-            Some(Refusal::params("expectedRevision", reply))
+            bad("expectedRevision")
         }
+        "state/update" if !get("set").is_some_and(Value::is_object) => bad("set"),
         _ => None,
     }
 }
@@ -311,7 +375,10 @@ mod tests {
                 assert!(
                     matches!(
                         kind,
-                        Malformed::UnknownNotification | Malformed::TrailingCr | Malformed::AtLimit
+                        Malformed::UnknownNotification
+                            | Malformed::TrailingCr
+                            | Malformed::AtLimit
+                            | Malformed::PageLimitMax
                     ),
                     "{kind:?}: {line}"
                 );
@@ -335,9 +402,23 @@ mod tests {
                     (-32602, Some("input"), id.clone())
                 }
                 Malformed::OverLimit => (-32002, None, Value::Null),
+                Malformed::IfBusyUnknown => (-32602, Some("ifBusy"), id.clone()),
+                Malformed::SetNotObject => (-32602, Some("set"), id.clone()),
+                Malformed::RevisionFraction => (-32602, Some("expectedRevision"), id.clone()),
+                Malformed::ResumeCursorNumber => (-32602, Some("cursor"), id.clone()),
+                Malformed::DecideNoChoice => (-32602, Some("choiceId"), id.clone()),
+                Malformed::PageLimitZero | Malformed::PageLimitOver => {
+                    (-32602, Some("limit"), id.clone())
+                }
+                Malformed::PageDirection => (-32602, Some("direction"), id.clone()),
+                Malformed::ReadExcludeItemsText => (-32602, Some("excludeItems"), id.clone()),
+                Malformed::InterruptTurnIdMalformed => (-32602, Some("turnId"), id.clone()),
                 Malformed::Retract => (-32602, Some("retract"), id.clone()),
                 Malformed::RevisionAsText => (-32602, Some("expectedRevision"), id.clone()),
-                Malformed::UnknownNotification | Malformed::TrailingCr | Malformed::AtLimit => {
+                Malformed::UnknownNotification
+                | Malformed::TrailingCr
+                | Malformed::AtLimit
+                | Malformed::PageLimitMax => {
                     panic!("{kind:?} refused: {r:?}")
                 }
             };

@@ -37,6 +37,19 @@ struct H {
     inc: u64,
     /// The last sequence of each source stream `(kind, id)`.
     streams: std::collections::BTreeMap<(String, String), u64>,
+    /// The last host started is durable.
+    durable: bool,
+}
+
+/// A right answer to `initialize` (PROTOCOL.md 1) from a host of that
+/// durability.
+fn init_ok(id: Value, durable: bool) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "serverInfo": {"name": "msp", "version": "0.1.0"}, "userAgent": "msp/0.1.0",
+        "museHome": "/sim/data", "platformFamily": "unix", "platformOs": "linux",
+        "schema": {"version": 1, "fingerprint": format!("sha256:{}", "0a".repeat(32))},
+        "grantedCapabilities": [], "experimentalApi": false,
+        "sessionDurability": if durable { "durable" } else { "ephemeral" }}})
 }
 
 fn record(rtype: u8, body: Value) -> Vec<u8> {
@@ -53,6 +66,7 @@ impl H {
 
     /// Host 0 starts incarnation `inc`.
     fn host_starts(&mut self, inc: u64, durable: bool) {
+        self.durable = durable;
         self.host(What::HostStart { inc, durable });
     }
 
@@ -69,7 +83,7 @@ impl H {
     fn handshake_at(&mut self, host: usize, inc: u64, link: u64) {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                           "params": {"clientInfo": {"name": "t", "version": "1"}}});
-        let ok = json!({"jsonrpc": "2.0", "id": 0, "result": {"museHome": "/sim/data"}});
+        let ok = init_ok(json!(0), self.durable);
         let done = json!({"jsonrpc": "2.0", "method": "initialized"});
         let host = Actor::Host(host);
         for (what, line) in [("recv", init), ("send", ok), ("recv", done)] {
@@ -2552,10 +2566,7 @@ fn view_cursor_order_a_session_started_broadcast_never_sent() {
             link: 2,
             line: init.to_string(),
         });
-        h.send_on(
-            2,
-            json!({"jsonrpc": "2.0", "id": 0, "result": {"museHome": "/sim/data"}}),
-        );
+        h.send_on(2, init_ok(json!(0), true));
         h.host(What::HostRecv {
             inc: 1,
             link: 2,
@@ -2685,7 +2696,7 @@ fn admission_decision_an_initialize_refused_after_an_early_initialized() {
         json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
                "params": {"clientInfo": {"name": "t", "version": "1"}}})
     };
-    let ok = |id: u64| json!({"jsonrpc": "2.0", "id": id, "result": {"museHome": "/sim/data"}});
+    let ok = |id: u64| init_ok(json!(id), true);
     let again = |id: u64| {
         json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
                "message": "already initialized", "data": {"kind": "alreadyInitialized"}}})
@@ -3121,7 +3132,7 @@ fn admission_decision_an_initialize_with_a_bad_client_name_accepted() {
         h.send(if case == 2 {
             refusal(json!(0), -32600, "alreadyInitialized", None)
         } else {
-            json!({"jsonrpc": "2.0", "id": 0, "result": {"museHome": "/sim/data"}})
+            init_ok(json!(0), true)
         });
         judged(&h, case == 0, "admission-decision");
     }
@@ -3197,6 +3208,42 @@ fn admission_decision_a_turn_with_an_image_part_accepted() {
         h.start();
         raw_recv(&mut h, &line);
         h.send(answer);
+        judged(&h, legal, "admission-decision");
+    }
+}
+
+#[test]
+fn admission_decision_an_initialize_result_that_is_not_this_host_s() {
+    // PROTOCOL.md 1 and the public `InitializeResult`: no capability
+    // granted, `experimentalApi` false, `museHome` the absolute data
+    // directory, `sessionDurability` the host's own, schema version 1 with
+    // a `sha256:` fingerprint, a platform the schema names.
+    let wrongs: Vec<(&str, Value)> = vec![
+        ("grantedCapabilities", json!(["userShell"])),
+        ("experimentalApi", json!(true)),
+        ("museHome", json!("sim/data")),
+        ("sessionDurability", json!("ephemeral")),
+        (
+            "schema",
+            json!({"version": 2, "fingerprint": format!("sha256:{}", "0a".repeat(32))}),
+        ),
+        ("schema", json!({"version": 1, "fingerprint": "sha256:abc"})),
+        ("platformOs", json!("windows")),
+    ];
+    // The last case is the right answer itself.
+    for case in 0..=wrongs.len() {
+        let legal = case == wrongs.len();
+        let mut h = H::default();
+        h.host_starts(1, true);
+        h.opens(1, 1);
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                          "params": {"clientInfo": {"name": "t", "version": "1"}}});
+        raw_recv(&mut h, &init.to_string());
+        let mut ok = init_ok(json!(0), true);
+        if let Some((member, wrong)) = wrongs.get(case) {
+            ok["result"][*member] = wrong.clone();
+        }
+        h.send(ok);
         judged(&h, legal, "admission-decision");
     }
 }

@@ -1633,6 +1633,7 @@ impl Model {
             ),
             Some(r)
                 if wire::is_command(&r.method)
+                    || r.method == "initialize"
                     || r.method == "view/page"
                     || r.method == "view/subscribe"
                     || r.method == "approval/listPending" =>
@@ -1949,6 +1950,46 @@ impl Model {
         );
     }
 
+    /// PROTOCOL.md 1 and the public `InitializeResult`
+    /// (msp/REFERENCE.md): the host grants no capability whatever is
+    /// requested, `experimentalApi` is false, `museHome` is the absolute
+    /// data directory (the simulator's `process::DATA_DIR`),
+    /// `sessionDurability` is the host's own (fixed at its construction),
+    /// `schema` is version 1 with a `sha256:<64 hex>` fingerprint, and the
+    /// platform is one the schema names, family and OS agreeing.
+    fn initialize_answered(&mut self, h: usize, link: u64, r: &Value) {
+        let durable = self.hosts.get(&h).is_some_and(|x| x.durable);
+        let durability = if durable { "durable" } else { "ephemeral" };
+        let fp = r["schema"]["fingerprint"].as_str().unwrap_or("");
+        let fp_ok = fp.strip_prefix("sha256:").is_some_and(|x| {
+            x.len() == 64
+                && x.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+        let platform_ok = matches!(
+            (r["platformFamily"].as_str(), r["platformOs"].as_str()),
+            (Some("unix"), Some("linux" | "macos")) | (Some("windows"), Some("windows"))
+        );
+        let ok = r["grantedCapabilities"] == json!([])
+            && r["experimentalApi"] == json!(false)
+            && r["museHome"] == crate::process::DATA_DIR
+            && r["sessionDurability"] == durability
+            && r["schema"]["version"] == json!(1)
+            && fp_ok
+            && platform_ok
+            && r["serverInfo"]["name"].is_string()
+            && r["serverInfo"]["version"].is_string()
+            && r["userAgent"].is_string();
+        self.rep.hit("2 initialize result judged");
+        let at = self.rep.at;
+        self.rep.check_lazy(
+            ok,
+            "admission-decision",
+            || format!("initialize result link{link} {at}"),
+            || format!("host{h} ({durability}) answered initialize on link{link} with {r}"),
+        );
+    }
+
     /// An answer to `req`; `items`: a read's snapshot items, when they were
     /// kept as text (see `wire::Keep::ItemsAsText`).
     fn answered(
@@ -1979,6 +2020,9 @@ impl Model {
         }
         self.backlogs_sent(h, link, &method);
         self.handshake_kept(link, &req, &outcome);
+        if let (Ok(r), "initialize") = (&outcome, method.as_str()) {
+            self.initialize_answered(h, link, r);
+        }
         if let (Err(e), Some(s)) = (&outcome, &req.sid) {
             if e["data"]["reason"] == "logCorrupt" {
                 self.log_corrupt_named(h, s, e);

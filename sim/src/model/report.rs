@@ -85,6 +85,7 @@ pub const RULES: &[&str] = &[
     // 2 the handshake
     "2 initialize",
     "2 initialize again",
+    "2 initialize result judged",
     "2 request before the handshake",
     // 4.1 commands
     "4.1 session/start fresh",

@@ -1610,7 +1610,7 @@ fn admission_decision_not_loaded_while_another_host_holds_the_lease() {
                 line,
             },
         );
-        let answer = json!({"jsonrpc": "2.0", "id": 9, "error": {"code": code, "message": kind, "data": {"sessionId": S}}});
+        let answer = json!({"jsonrpc": "2.0", "id": 9, "error": {"code": code, "message": kind, "data": {"kind": kind, "sessionId": S}}});
         h.push(
             Actor::Host(1),
             What::HostSend {
@@ -1645,7 +1645,7 @@ fn admission_decision_storage_error_without_a_storage_failure() {
         h.reject(
             5,
             json!({"code": -32603, "message": "storage unavailable: disk full",
-                   "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+                   "data": {"kind": "internal", "reason": "storageUnavailable", "retryable": true}}),
         );
         judged(&h, failed, "admission-decision");
     }
@@ -1690,7 +1690,7 @@ fn admission_decision_storage_error_for_an_intake_already_durable() {
         h.reject(
             5,
             json!({"code": -32603, "message": "storage unavailable: fsync failed",
-                   "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+                   "data": {"kind": "internal", "reason": "storageUnavailable", "retryable": true}}),
         );
         judged(&h, !synced_first, "admission-decision");
     }
@@ -1758,12 +1758,12 @@ fn read_consistency_a_read_refused_for_a_condition_that_never_held() {
             false,
         ),
         (
-            json!({"code": -32603, "message": "storage unavailable", "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+            json!({"code": -32603, "message": "storage unavailable", "data": {"kind": "internal", "reason": "storageUnavailable", "retryable": true}}),
             false,
             false,
         ),
         (
-            json!({"code": -32603, "message": "storage unavailable", "data": {"kind": "internal", "reason": "storageUnavailable"}}),
+            json!({"code": -32603, "message": "storage unavailable", "data": {"kind": "internal", "reason": "storageUnavailable", "retryable": true}}),
             true,
             true,
         ),
@@ -3244,6 +3244,72 @@ fn admission_decision_an_initialize_result_that_is_not_this_host_s() {
             ok["result"][*member] = wrong.clone();
         }
         h.send(ok);
+        judged(&h, legal, "admission-decision");
+    }
+}
+
+#[test]
+fn admission_decision_an_error_off_the_table() {
+    // PROTOCOL.md 3: each code carries its kind; `retryable` is the
+    // code's default unless this host says otherwise (only
+    // `storageUnavailable`); an `internal` error with no reason the host
+    // names is a bug. The same refused line, answered each way.
+    let line = json!({"jsonrpc": "2.0", "id": "b", "method": "state/update",
+                      "params": {"commandId": cid(9), "sessionId": S, "expectedRevision": "0", "set": {}}})
+    .to_string();
+    let answer = |code: i64, data: Value| json!({"jsonrpc": "2.0", "id": "b", "error": {"code": code, "message": "m", "data": data}});
+    for (a, legal) in [
+        (
+            answer(
+                -32602,
+                json!({"kind": "invalidParams", "field": "expectedRevision"}),
+            ),
+            true,
+        ),
+        (
+            answer(
+                -32602,
+                json!({"kind": "invalidParams", "field": "expectedRevision", "retryable": false}),
+            ),
+            true,
+        ),
+        (
+            answer(
+                -32602,
+                json!({"kind": "invalidParams", "field": "expectedRevision", "retryable": true}),
+            ),
+            false,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": "b", "error": {"code": -32602,
+                   "data": {"kind": "invalidParams", "field": "expectedRevision"}}}),
+            false,
+        ),
+    ] {
+        let mut h = H::new();
+        h.start();
+        raw_recv(&mut h, &line);
+        h.send(a);
+        judged(&h, legal, "admission-decision");
+    }
+    // An `internal` error without a reason this host names, answering a
+    // well-formed read.
+    for legal in [true, false] {
+        let mut h = H::new();
+        h.start();
+        h.recv(7, "approval/listPending", json!({"sessionId": S}));
+        h.send(if legal {
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"approvals": [], "userInputs": []}})
+        } else {
+            answer(-32603, json!({"kind": "internal"}))
+                .as_object()
+                .cloned()
+                .map(|mut o| {
+                    o.insert("id".into(), json!(7));
+                    Value::Object(o)
+                })
+                .unwrap()
+        });
         judged(&h, legal, "admission-decision");
     }
 }

@@ -30,6 +30,7 @@
 
 pub mod agent;
 pub mod bad_input;
+pub mod errors;
 pub mod logfile;
 pub mod page;
 pub mod report;
@@ -1689,6 +1690,9 @@ impl Model {
         };
         match frame {
             Frame::Response { id, outcome } => {
+                if let Err(e) = &outcome {
+                    self.error_shape(h, link, e);
+                }
                 let Some(l) = self.links.get_mut(&link) else {
                     return;
                 };
@@ -1723,6 +1727,21 @@ impl Model {
             Frame::Request { id, method, params } => {
                 self.server_request(h, inc, link, &id, &method, &params)
             }
+        }
+    }
+
+    /// Every error a host answers, against PROTOCOL.md 3's table (see
+    /// `errors`): its kind, its `retryable`, no `internal` error but the
+    /// two this host names.
+    fn error_shape(&mut self, h: usize, link: u64, e: &Value) {
+        self.rep.hit("3 error code, kind and retryable judged");
+        if let Some(d) = errors::defect(e) {
+            let at = self.rep.at;
+            self.rep.fail(
+                "admission-decision",
+                &format!("error shape link{link} {at}"),
+                format!("host{h} answered on link{link} with the error {e}: {d} (PROTOCOL.md 3)"),
+            );
         }
     }
 

@@ -136,6 +136,7 @@ pub const RULES: &[&str] = &[
     "3 methodNotFound",
     "3 invalidParams",
     "3 a refused line records nothing",
+    "3 error code, kind and retryable judged",
     // 4.4 the ledger
     "4.4 replay of an applied command",
     "4.4 replay of a rejected command",

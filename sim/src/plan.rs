@@ -73,13 +73,17 @@ pub enum Draws {
     /// Version 5: an SDK client draws, on each new link, whether it first
     /// sends a stray `initialized` ahead of its handshake (a client that
     /// breaks the handshake's order; the host must ignore it).
-    #[default]
     WithHandshakeSlips,
+    /// Version 6: a line delivered to a host may arrive in two reads,
+    /// split at a drawn byte (a decision per delivered line), as TCP may
+    /// cut it; the host's line splitter must join them.
+    #[default]
+    WithFragments,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithHandshakeSlips;
+    pub const CURRENT: Draws = Draws::WithFragments;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -89,6 +93,7 @@ impl Draws {
             Draws::WithShutdowns => 3,
             Draws::WithSubscriptions => 4,
             Draws::WithHandshakeSlips => 5,
+            Draws::WithFragments => 6,
         }
     }
 
@@ -100,6 +105,7 @@ impl Draws {
             3 => Some(Draws::WithShutdowns),
             4 => Some(Draws::WithSubscriptions),
             5 => Some(Draws::WithHandshakeSlips),
+            6 => Some(Draws::WithFragments),
             _ => None,
         }
     }

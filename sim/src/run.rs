@@ -50,6 +50,10 @@ pub const EVENTS_MAX: u64 = 3_000_000;
 /// quiescent before it is killed (simulated ms): past every sync stall
 /// and effect timeout but one.
 pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
+
+/// Per mille of the lines delivered to a host that arrive in two reads
+/// (`Draws::WithFragments`).
+pub const FRAGMENT_PERMILLE: u64 = 50;
 /// A host that produces more outputs than this for one input without
 /// waiting for anything is in a livelock (a read it asks again and again,
 /// say): the run stops there, with the note the run-bounded oracle reads.
@@ -910,8 +914,20 @@ impl Sim {
                 },
             );
             let now = self.w.now_ms;
+            // Sometimes in two reads, cut at a drawn byte (TCP keeps no
+            // line boundaries): the host must join them.
+            let cut = (self.draws >= Draws::WithFragments
+                && line.len() > 1
+                && self.w.chance(Decision::Net, FRAGMENT_PERMILLE))
+            .then(|| self.w.range(Decision::Net, 1, line.len() as u64 - 1) as usize);
             if let Some(host) = self.hosts[h].host.as_mut() {
-                host.handle_bytes(conn, &line, now);
+                match cut {
+                    Some(k) => {
+                        host.handle_bytes(conn, &line[..k], now);
+                        host.handle_bytes(conn, &line[k..], now);
+                    }
+                    None => host.handle_bytes(conn, &line, now),
+                }
             }
             self.drain(h);
         } else {

@@ -3341,7 +3341,19 @@ impl Model {
             );
             return;
         }
-        if self.rotten.contains_key(&sid) && self.rot_holder.get(&sid) != Some(&(h, inc)) {
+        // A read the holder at the damage had received and not answered
+        // then may have been answered from its memory before the damage
+        // and sent after it (bitrot seed 727: a page parked behind the
+        // holder's sync was answered as the sync ended, then waited on its
+        // link behind another session's `session/closed` while the
+        // session unloaded, rotted and was reloaded): its answer must then
+        // be the history as it was, which the page judge below checks.
+        let pending_at_rot = req.rot_memory_loads.is_some()
+            && self.rotten.get(&sid).is_some_and(|rot| req.recv_at < *rot);
+        if self.rotten.contains_key(&sid)
+            && self.rot_holder.get(&sid) != Some(&(h, inc))
+            && !pending_at_rot
+        {
             self.rep.fail(
                 "log-integrity",
                 &format!("rot-read {sid} {h}.{inc}"),
@@ -3352,7 +3364,9 @@ impl Model {
             );
             return;
         }
-        if !durable_host || self.rotten.contains_key(&sid) {
+        if !durable_host
+            || (self.rotten.contains_key(&sid) && !(pending_at_rot && req.method == "view/page"))
+        {
             return;
         }
         if req.method == "approval/listPending" {

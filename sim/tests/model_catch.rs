@@ -39,6 +39,9 @@ struct H {
     streams: std::collections::BTreeMap<(String, String), u64>,
     /// The last host started is durable.
     durable: bool,
+    /// `emittedAtMs` of the notifications `notify` sends: the trace's
+    /// time when `None`; this value (`null`: the member left out).
+    emitted: Option<Value>,
 }
 
 /// A right answer to `initialize` (PROTOCOL.md 1) from a host of that
@@ -228,8 +231,13 @@ impl H {
     }
 
     fn notify(&mut self, method: &str, params: &Value) {
-        let at = self.now();
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params, "emittedAtMs": at}));
+        let at = self.emitted.clone().unwrap_or(json!(self.now()));
+        let mut frame =
+            json!({"jsonrpc": "2.0", "method": method, "params": params, "emittedAtMs": at});
+        if at.is_null() {
+            frame.as_object_mut().unwrap().remove("emittedAtMs");
+        }
+        self.send(frame);
     }
 
     fn session_obj(&self, created_ms: u64, turn_count: u64, active: Option<&str>) -> Value {
@@ -278,7 +286,7 @@ impl H {
         // PROTOCOL.md 4.1: broadcast to every initialized connection (here
         // link 1 alone) before the response.
         self.send(json!({"jsonrpc": "2.0", "method": "session/started",
-                         "params": {"session": result["session"]}}));
+                         "params": {"session": result["session"]}, "emittedAtMs": self.now()}));
         self.answer(1, result);
     }
 
@@ -2577,7 +2585,7 @@ fn view_cursor_order_a_session_started_broadcast_never_sent() {
             h.send_on(
                 2,
                 json!({"jsonrpc": "2.0", "method": "session/started",
-                       "params": {"session": {"sessionId": S}}}),
+                       "params": {"session": {"sessionId": S}}, "emittedAtMs": h.now()}),
             );
         }
         judged(&h, legal, "view-cursor-order");
@@ -2742,8 +2750,11 @@ fn unloads(h: &mut H) {
         json!({"record": "closed", "reason": "idle", "atMs": at}),
     )]);
     h.sync();
-    h.send(json!({"jsonrpc": "2.0", "method": "session/closed",
-                  "params": {"sessionId": S, "reason": "idle", "viewCursor": cursor(0)}}));
+    let at = h.now();
+    h.send(
+        json!({"jsonrpc": "2.0", "method": "session/closed", "emittedAtMs": at,
+                  "params": {"sessionId": S, "reason": "idle", "viewCursor": cursor(0)}}),
+    );
 }
 
 #[test]
@@ -3373,4 +3384,22 @@ fn log_integrity_a_page_the_holder_had_before_the_rot_sent_after_a_failed_reload
     clean(&paged_around_a_rot(false, true));
     caught(&paged_around_a_rot(false, false), "read-consistency");
     caught(&paged_around_a_rot(true, true), "log-integrity");
+}
+
+#[test]
+fn admission_decision_a_notification_without_its_host_clock_time() {
+    // PROTOCOL.md 4.5: frames carry `emittedAtMs` from the host clock: an
+    // event without it, in seconds, or ahead of its send is wrong.
+    for (emitted, legal) in [
+        (None, true),
+        (Some(Value::Null), false),
+        (Some(json!((T0 + 10) / 1000)), false),
+        (Some(json!(T0 + 3_600_000)), false),
+    ] {
+        let mut h = H::new();
+        h.start();
+        h.emitted = emitted;
+        h.update(2, 11, 0, json!({"a": 1}));
+        judged(&h, legal, "admission-decision");
+    }
 }

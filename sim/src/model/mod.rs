@@ -1612,7 +1612,7 @@ impl Model {
         }
     }
 
-    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &str, _now_ms: u64) {
+    fn host_send(&mut self, h: usize, inc: u64, link: u64, line: &str, now_ms: u64) {
         // A result is read only for a request this link has open whose
         // answer the model reads: a command's, a page's, a pending list's,
         // a `view/subscribe`'s, or a `session/read`'s (see
@@ -1723,7 +1723,19 @@ impl Model {
                 method,
                 params,
                 emitted_ms,
-            } => self.notified(h, inc, link, &method, &params, emitted_ms),
+            } => {
+                // PROTOCOL.md 4.5: frames carry `emittedAtMs` from the
+                // host clock (the simulated clock, from START_MS): never
+                // absent, never ahead of the send.
+                let at = self.rep.at;
+                self.rep.check_lazy(
+                    (START_MS..=now_ms).contains(&emitted_ms),
+                    "admission-decision",
+                    || format!("emittedAtMs link{link} {at}"),
+                    || format!("host{h} sent {method} on link{link} at {now_ms} ms with emittedAtMs {emitted_ms} (0: absent)"),
+                );
+                self.notified(h, inc, link, &method, &params, emitted_ms)
+            }
             Frame::Request { id, method, params } => {
                 self.server_request(h, inc, link, &id, &method, &params)
             }

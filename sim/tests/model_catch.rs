@@ -969,9 +969,9 @@ fn log_integrity_a_truncation_that_cuts_valid_records() {
 
 // ----- reads and the scripted agent -------------------------------------
 
-/// A history of three durable updates, then a `view/page` (request id 9)
-/// of `params`, answered `answer` (a result or, with `refused`, an error).
-fn paged(params: Value, answer: Value, refused: bool) -> H {
+/// A start and three durable updates; the events they caused, as a
+/// page lists them.
+fn three_updates() -> (H, Vec<Value>) {
     let mut h = H::new();
     h.start();
     let mut events = Vec::new();
@@ -979,6 +979,13 @@ fn paged(params: Value, answer: Value, refused: bool) -> H {
         let (_, p) = h.update(2 + k, 11 + k as u32, k, json!({"a": k}));
         events.push(json!({"method": "state/updated", "params": p}));
     }
+    (h, events)
+}
+
+/// A history of three durable updates, then a `view/page` (request id 9)
+/// of `params`, answered `answer` (a result or, with `refused`, an error).
+fn paged(params: Value, answer: Value, refused: bool) -> H {
+    let (mut h, events) = three_updates();
     let mut p = params;
     p["sessionId"] = json!(S);
     h.recv(9, "view/page", p);
@@ -2971,6 +2978,16 @@ fn refusal(id: Value, code: i64, kind: &str, field: Option<&str>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m", "data": data}})
 }
 
+/// After a start, the host reads `line` (as sent) and answers `answer`,
+/// which is right exactly when `legal`.
+fn a_bad_line_answered(line: &str, answer: Value, legal: bool) {
+    let mut h = H::new();
+    h.start();
+    raw_recv(&mut h, line);
+    h.send(answer);
+    judged(&h, legal, "admission-decision");
+}
+
 #[test]
 fn admission_decision_a_bad_line_refused_otherwise_than_the_precedence_says() {
     // PROTOCOL.md 1 and 3: not JSON, `-32700`; not a request, `-32600`;
@@ -3019,13 +3036,8 @@ fn admission_decision_a_bad_line_refused_otherwise_than_the_precedence_says() {
         ),
     ];
     for (line, right, wrong) in cases {
-        for legal in [true, false] {
-            let mut h = H::new();
-            h.start();
-            raw_recv(&mut h, &line);
-            h.send(if legal { right.clone() } else { wrong.clone() });
-            judged(&h, legal, "admission-decision");
-        }
+        a_bad_line_answered(&line, right, true);
+        a_bad_line_answered(&line, wrong, false);
     }
 }
 
@@ -3177,12 +3189,7 @@ fn admission_decision_a_line_over_the_frame_limit_read_or_one_at_it_refused() {
         ),
         (padded(limit), too_large(limit), false),
     ] {
-        assert_eq!(line.len(), if legal { limit + 1 } else { line.len() });
-        let mut h = H::new();
-        h.start();
-        raw_recv(&mut h, &line);
-        h.send(answer);
-        judged(&h, legal, "admission-decision");
+        a_bad_line_answered(&line, answer, legal);
     }
 }
 
@@ -3215,11 +3222,7 @@ fn admission_decision_a_turn_with_an_image_part_accepted() {
             false,
         ),
     ] {
-        let mut h = H::new();
-        h.start();
-        raw_recv(&mut h, &line);
-        h.send(answer);
-        judged(&h, legal, "admission-decision");
+        a_bad_line_answered(&line, answer, legal);
     }
 }
 
@@ -3297,11 +3300,7 @@ fn admission_decision_an_error_off_the_table() {
             false,
         ),
     ] {
-        let mut h = H::new();
-        h.start();
-        raw_recv(&mut h, &line);
-        h.send(a);
-        judged(&h, legal, "admission-decision");
+        a_bad_line_answered(&line, a, legal);
     }
     // An `internal` error without a reason this host names, answering a
     // well-formed read.
@@ -3331,13 +3330,7 @@ fn admission_decision_an_error_off_the_table() {
 /// host (its lease released, granted, released); then the page's answer,
 /// `right` or one event off.
 fn paged_around_a_rot(rot_first: bool, right: bool) -> H {
-    let mut h = H::new();
-    h.start();
-    let mut events = Vec::new();
-    for k in 0..3 {
-        let (_, p) = h.update(2 + k, 11 + k as u32, k, json!({"a": k}));
-        events.push(json!({"method": "state/updated", "params": p}));
-    }
+    let (mut h, events) = three_updates();
     let first = h.n - 2;
     let rot = |h: &mut H| {
         h.push(

@@ -3379,6 +3379,80 @@ fn log_integrity_a_page_the_holder_had_before_the_rot_sent_after_a_failed_reload
     caught(&paged_around_a_rot(true, true), "log-integrity");
 }
 
+/// Three durable updates, then a fourth (request 12) whose records the
+/// holder appends before its log rots (`written_first`) or after a
+/// reload that came after the rot; synced, then answered and its event
+/// sent after the session was released and granted again.
+fn updated_around_a_rot(written_first: bool) -> H {
+    let (mut h, _) = three_updates();
+    let reload = |h: &mut H| {
+        for grant in [false, true] {
+            let session = S.to_string();
+            h.host(if grant {
+                What::LeaseGrant { inc: 1, session }
+            } else {
+                What::LeaseRelease { inc: 1, session }
+            });
+        }
+    };
+    let rot = |h: &mut H| {
+        h.push(
+            Actor::Disk,
+            What::BitRot {
+                session: S.into(),
+                offset: 20,
+            },
+        )
+    };
+    if !written_first {
+        rot(&mut h);
+        reload(&mut h);
+    }
+    let c = cid(14);
+    let set = json!({"a": 3});
+    h.recv(
+        12,
+        "state/update",
+        json!({"commandId": c, "sessionId": S, "expectedRevision": 3, "set": set}),
+    );
+    let ack = json!({"commandId": c, "status": "accepted", "revision": 4});
+    let received = h.received(
+        &c,
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 3, "set": set}),
+        json!({"result": ack}),
+    );
+    let (e, p) = h.event(
+        "state/updated",
+        json!({"revision": 4, "set": set, "commandId": c}),
+        Some(&c),
+    );
+    let settled = h.settled(&c);
+    h.append(vec![received, e, settled]);
+    if written_first {
+        rot(&mut h);
+    }
+    h.sync();
+    if written_first {
+        reload(&mut h);
+    }
+    h.answer(12, ack);
+    h.notify("state/updated", &p);
+    h
+}
+
+#[test]
+fn log_integrity_an_intake_written_before_the_rot_answered_after_a_reload() {
+    // bitrot seed 117 (with lines cut just before their newline): the
+    // holder wrote a queued command's intake just before its log rotted;
+    // the sync came after, then a same-instant release and grant (a
+    // resume's reload, which finds the damage), then the answer. It was
+    // decided from memory before the damage. One decided by a load after
+    // the damage must be refused.
+    clean(&updated_around_a_rot(true));
+    caught(&updated_around_a_rot(false), "log-integrity");
+}
+
 #[test]
 fn admission_decision_a_notification_without_its_host_clock_time() {
     // PROTOCOL.md 4.5: frames carry `emittedAtMs` from the host clock: an

@@ -417,6 +417,18 @@ impl LogFile {
         }
     }
 
+    /// The one writer of every byte from `offset` to the end, if one
+    /// host incarnation wrote them all.
+    pub fn writer_from(&self, offset: usize) -> Option<(usize, u64)> {
+        let first = self.writer_at(offset);
+        let same = self
+            .writers
+            .iter()
+            .filter(|(s, ..)| *s > offset)
+            .all(|(_, h, i)| (*h, *i) == first);
+        (first.0 != usize::MAX && same).then_some(first)
+    }
+
     fn writer_at(&self, offset: usize) -> (usize, u64) {
         self.writers
             .iter()

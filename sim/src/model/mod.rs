@@ -233,28 +233,44 @@ struct IdleWatch {
 /// model sees it, and a stalled disk may hold the write.
 const IDLE_SLACK_MS: u64 = 100;
 
-/// The ordinals of the event records in `bytes`, whole frames from its
-/// start (an append), read with the model's own frame reader.
-fn appended_event_ordinals(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    let mut at = 0;
-    std::iter::from_fn(move || loop {
-        let logfile::Check::Valid { end, rtype } = logfile::check(bytes, at) else {
-            return None;
-        };
-        let payload = &bytes[at + logfile::HEADER_BYTES..end];
-        at = end;
-        if rtype != 5 {
-            continue;
+/// What the holder of a session at its damage (bit rot) had in memory.
+#[derive(Debug)]
+struct RotMemory {
+    /// The holder's incarnation.
+    holder: (usize, u64),
+    /// The last event ordinal it had: durable at the damage, or written
+    /// by it (before or after the damage) since.
+    head: u64,
+    /// The commands (`wire::key`) whose intake it wrote but the model
+    /// never read (not durable at the damage, or written after it): their
+    /// answers were decided from its memory, not from the damaged log.
+    intakes: BTreeSet<String>,
+}
+
+impl RotMemory {
+    /// Takes in the event ordinals and intakes of `bytes`, whole frames
+    /// from its start (appends), read with the model's own frame reader.
+    fn remember(&mut self, bytes: &[u8]) {
+        let mut at = 0;
+        while let logfile::Check::Valid { end, rtype } = logfile::check(bytes, at) {
+            let payload = &bytes[at + logfile::HEADER_BYTES..end];
+            at = end;
+            // An event record's ordinal `n` and an intake's `commandId`,
+            // as the model reads the records it consumes.
+            if rtype != 5 && rtype != 3 {
+                continue;
+            }
+            let Ok(v) = serde_json::from_slice::<Value>(payload) else {
+                continue;
+            };
+            if let Some(n) = v["n"].as_u64().filter(|_| rtype == 5) {
+                self.head = self.head.max(n);
+            }
+            if let Some(cid) = v["commandId"].as_str().filter(|_| rtype == 3) {
+                self.intakes.insert(wire::key(cid));
+            }
         }
-        // The record's ordinal `n`, as the model reads an event record
-        // it consumes.
-        let n = serde_json::from_slice::<Value>(payload)
-            .ok()
-            .and_then(|v| v["n"].as_u64());
-        if n.is_some() {
-            return n;
-        }
-    })
+    }
 }
 
 /// The `jsonrpc` member of a request as clients write it.
@@ -408,11 +424,11 @@ pub struct Model {
     stop_all_early: BTreeMap<String, Vec<u64>>,
     /// Deliberately damaged sessions (bit rot): trace index of the damage.
     rotten: BTreeMap<String, usize>,
-    /// Per rotten session: the host incarnation that held it (or had
-    /// just released it) at the damage, and the durable head then: the
-    /// events up to it that host had in memory and may still send, even
-    /// after a later load of the damaged log failed.
-    rot_memory: BTreeMap<String, ((usize, u64), u64)>,
+    /// Per rotten session: what the host incarnation that held it (or
+    /// had just released it) at the damage had in memory, and may still
+    /// send or answer from, even after a later load of the damaged log
+    /// failed.
+    rot_memory: BTreeMap<String, RotMemory>,
     /// The holder of a rotten session at the moment of the damage: it may
     /// go on from memory until it lets go; nobody may load the damaged log.
     rot_holder: BTreeMap<String, (usize, u64)>,
@@ -615,6 +631,10 @@ impl Model {
             What::Phase(p) if p == "liveness" => self.healed = true,
             What::BitRot { session, offset } => {
                 let f = self.files.entry(session.clone()).or_default();
+                // What the model has not read yet (past the last sync),
+                // before the damage.
+                let unread = f.bytes()[f.consumed..].to_vec();
+                let unread_writer = f.writer_from(f.consumed);
                 f.rot(*offset as usize);
                 f.damaged = true;
                 self.rotten.insert(session.clone(), idx);
@@ -632,7 +652,20 @@ impl Model {
                         .get(session)
                         .and_then(|x| x.events.keys().next_back().copied())
                         .unwrap_or(0);
-                    self.rot_memory.insert(session.clone(), (holder, head));
+                    let mut memory = RotMemory {
+                        holder,
+                        head,
+                        intakes: BTreeSet::new(),
+                    };
+                    // Records the holder wrote before the damage but
+                    // had not synced: it decided them from memory (bitrot
+                    // seed 117 of a cut-before-newline variant: a queued
+                    // start's intake written just before the rot, synced
+                    // and answered just after).
+                    if unread_writer == Some(holder) {
+                        memory.remember(&unread);
+                    }
+                    self.rot_memory.insert(session.clone(), memory);
                     // What the holder already received it may still
                     // answer from memory.
                     let loads = self.loads.get(session).copied().unwrap_or(0);
@@ -1020,11 +1053,12 @@ impl Model {
         // shutdown's `turn/completed`, written after the rot, sent after
         // a queued resume's reload found the damage).
         if self.rot_holder.get(sid) == Some(&(h, inc)) {
-            let written = appended_event_ordinals(bytes).max();
-            if let (Some(n), Some(m)) = (written, self.rot_memory.get_mut(sid)) {
-                if m.0 == (h, inc) {
-                    m.1 = m.1.max(n);
-                }
+            if let Some(m) = self
+                .rot_memory
+                .get_mut(sid)
+                .filter(|m| m.holder == (h, inc))
+            {
+                m.remember(bytes);
             }
         }
     }
@@ -2537,7 +2571,17 @@ impl Model {
                 .get(sid)
                 .and_then(|x| x.ledger.get(&wire::key(cid)))
                 .is_some_and(|i| i.writer == Some((h, inc)) && i.at < rot_at);
-        if kept_memory || decided_before || self.rot_holder.get(sid) == Some(&(h, inc)) {
+        // Or its intake is one the holder wrote from memory, never read
+        // by the model (not durable at the damage, or written after it).
+        let written_from_memory = self
+            .rot_memory
+            .get(sid)
+            .is_some_and(|m| m.holder == (h, inc) && m.intakes.contains(&wire::key(cid)));
+        if kept_memory
+            || decided_before
+            || written_from_memory
+            || self.rot_holder.get(sid) == Some(&(h, inc))
+        {
             return;
         }
         let refused = outcome.as_ref().err().is_some_and(|e| e["code"] != -32030);
@@ -2876,7 +2920,7 @@ impl Model {
                 || self
                     .rot_memory
                     .get(&sid)
-                    .is_some_and(|&(holder, head)| holder == (h, inc) && n <= head);
+                    .is_some_and(|m| m.holder == (h, inc) && n <= m.head);
             self.rep.check(ok, "log-integrity", &format!("rot-event {sid} {h}.{inc}"), || {
                 format!("host{h} sent {method} #{n} of session {sid} after its log rotted, from a load of the damaged log")
             });

@@ -320,6 +320,72 @@ fn may_name_command_id(line: &[u8]) -> bool {
     })
 }
 
+/// How a double click's copy of a line is spelled: the same JSON value
+/// in other bytes, so a host that compares payloads (or finds members)
+/// by their text rather than by their value is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spelling {
+    /// serde_json's compact output, byte for byte the core's own line.
+    Compact,
+    /// Members in reverse order, with spaces around `:` and `,`.
+    Reordered,
+    /// The first character of every string value (not of member names)
+    /// as a `\u` escape, where it is ASCII.
+    Escaped,
+}
+
+/// Writes `v` as JSON in `spelling`: a line any JSON reader reads as
+/// `v` again.
+fn spell(out: &mut Vec<u8>, v: &Value, spelling: Spelling) {
+    match v {
+        Value::String(s) if spelling == Spelling::Escaped => {
+            let mut chars = s.chars();
+            match chars.next() {
+                Some(c) if c.is_ascii() && c != '"' && c != '\\' => {
+                    out.extend_from_slice(format!("\"\\u{:04x}", c as u32).as_bytes());
+                    let rest = serde_json::to_vec(chars.as_str()).expect("a string");
+                    out.extend_from_slice(&rest[1..]);
+                }
+                _ => serde_json::to_writer(&mut *out, s).expect("a string"),
+            }
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(if spelling == Spelling::Reordered {
+                        b" , "
+                    } else {
+                        b","
+                    });
+                }
+                spell(out, item, spelling);
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            let mut members: Vec<(&String, &Value)> = members.iter().collect();
+            let (colon, comma): (&[u8], &[u8]) = if spelling == Spelling::Reordered {
+                members.reverse();
+                (b" : ", b" , ")
+            } else {
+                (b":", b",")
+            };
+            out.push(b'{');
+            for (i, (k, item)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(comma);
+                }
+                serde_json::to_writer(&mut *out, k).expect("a string");
+                out.extend_from_slice(colon);
+                spell(out, item, spelling);
+            }
+            out.push(b'}');
+        }
+        other => serde_json::to_writer(&mut *out, other).expect("a value"),
+    }
+}
+
 /// `params` without `commandId`, as a map.
 fn bare(params: &Value) -> Map<String, Value> {
     let mut m = params.as_object().cloned().unwrap_or_default();
@@ -605,7 +671,15 @@ impl SdkClient {
             self.raw_serial += 1;
             let mut dup = crate::model::wire::json_of(line).expect("a line just read");
             dup["id"] = json!(format!("dbl-{}", self.raw_serial));
-            let mut l = serde_json::to_vec(&dup).expect("serialise");
+            // The copy is the same request in other bytes, two times in
+            // three (no draw: the serial picks).
+            let spelling = match self.raw_serial % 3 {
+                0 => Spelling::Compact,
+                1 => Spelling::Reordered,
+                _ => Spelling::Escaped,
+            };
+            let mut l = Vec::with_capacity(line.len() + 64);
+            spell(&mut l, &dup, spelling);
             l.push(b'\n');
             self.core.send_raw_line_for_tests(l);
         }
@@ -1354,6 +1428,36 @@ fn reconnect_permille(ctx: &Ctx) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every spelling reads back as the value it spelled; only the
+    /// compact one is serde_json's own bytes.
+    #[test]
+    fn a_double_clicks_copy_is_the_same_value_in_other_bytes() {
+        let v = json!({"id": "dbl-1", "jsonrpc": "2.0", "method": "turn/start",
+            "params": {"commandId": "019885c4-f46a-740e-ad0f-a6133255a7ae", "sessionId": "s1",
+                       "input": [{"type": "text", "text": "q\"0\u{e9}"}, {"type": "text", "text": "\\x"}],
+                       "ifBusy": null, "n": [1, -2, 3.5, true], "set": {}}});
+        let compact = serde_json::to_vec(&v).unwrap();
+        for (spelling, same_bytes) in [
+            (Spelling::Compact, true),
+            (Spelling::Reordered, false),
+            (Spelling::Escaped, false),
+        ] {
+            let mut out = Vec::new();
+            spell(&mut out, &v, spelling);
+            let back: Value = serde_json::from_slice(&out).expect("valid JSON");
+            assert_eq!(back, v, "{spelling:?}: {}", String::from_utf8_lossy(&out));
+            assert_eq!(out == compact, same_bytes, "{spelling:?}");
+        }
+        let mut out = Vec::new();
+        spell(&mut out, &v, Spelling::Escaped);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#""\u0074urn/start""#), "{text}");
+        assert!(
+            text.contains(r#""sessionId":"#),
+            "member names stay plain: {text}"
+        );
+    }
 
     /// Whole-view reads are thinned only past the free size, and then so
     /// that one in `1 + (size - 16) / 8` goes out whole, per session.

@@ -629,10 +629,11 @@ pub fn respell(
 
 /// Spells an answered command's payload differently without changing
 /// what it asks (an unknown member, a defaulted param made explicit, an
-/// absent turn id as `null`), or its command id `cid` in uppercase (one
-/// UUID, so one command: the ledger compares ids without case), or not
-/// at all: its resend must be answered as a replay. `counter` fills the
-/// unknown member; `params` carry the id too if they carried it.
+/// absent turn id as `null`, a `state/update`'s integers as decimals:
+/// RFC 8785 writes `12.0` as `12`), or its command id `cid` in uppercase
+/// (one UUID, so one command: the ledger compares ids without case), or
+/// not at all: its resend must be answered as a replay. `counter` fills
+/// the unknown member; `params` carry the id too if they carried it.
 pub fn same_payload_respelled(
     w: &mut World,
     method: &str,
@@ -648,6 +649,7 @@ pub fn same_payload_respelled(
         1 if params.get("turnId").is_none() && method.starts_with("turn/") => {
             params["turnId"] = Value::Null
         }
+        2 if method == "state/update" => set_as_decimals(params),
         3 => {
             *cid = cid.to_ascii_uppercase();
             if params.get("commandId").is_some() {
@@ -655,6 +657,17 @@ pub fn same_payload_respelled(
             }
         }
         _ => {}
+    }
+}
+
+/// Writes the integers of a `state/update`'s `set` as decimals (`12` as
+/// `12.0`): the same payload, as RFC 8785 signs both `12`.
+pub fn set_as_decimals(params: &mut Value) {
+    let set = params["set"].as_object_mut();
+    for v in set.into_iter().flat_map(|m| m.values_mut()) {
+        if let Some(u) = v.as_u64() {
+            *v = json!(u as f64);
+        }
     }
 }
 

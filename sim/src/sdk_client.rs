@@ -330,7 +330,8 @@ enum Spelling {
     /// Members in reverse order, with spaces around `:` and `,`.
     Reordered,
     /// The first character of every string value (not of member names)
-    /// as a `\u` escape, where it is ASCII.
+    /// as a `\u` escape, where it is ASCII; and a `state/update`'s `set`
+    /// integers as decimals (`12.0`: RFC 8785 signs it as `12`).
     Escaped,
 }
 
@@ -678,6 +679,9 @@ impl SdkClient {
                 1 => Spelling::Reordered,
                 _ => Spelling::Escaped,
             };
+            if spelling == Spelling::Escaped && method == "state/update" {
+                crate::moves::set_as_decimals(&mut dup["params"]);
+            }
             let mut l = Vec::with_capacity(line.len() + 64);
             spell(&mut l, &dup, spelling);
             l.push(b'\n');

@@ -623,6 +623,31 @@ fn payload_identity_the_same_payload_refused_as_a_conflict() {
 }
 
 #[test]
+fn payload_identity_integers_spelled_as_decimals_refused_as_a_conflict() {
+    // PROTOCOL.md 4.4 signs payloads by RFC 8785, which writes `1.0` and
+    // `1e0` as `1`: the same payload, so a replay. `1.5` is another.
+    for (spelled, same) in [("1.0", true), ("1e0", true), ("1.5", false)] {
+        let mut h = H::new();
+        h.start();
+        let (ack, _) = h.update(2, 11, 0, json!({"a": 1}));
+        let p: Value = serde_json::from_str(&format!(
+            r#"{{"commandId": "{}", "sessionId": "{S}", "expectedRevision": 0, "set": {{"a": {spelled}}}}}"#,
+            cid(11)
+        ))
+        .unwrap();
+        h.recv(3, "state/update", p.clone());
+        h.answer(3, ack.clone());
+        judged(&h, same, "payload-identity");
+        let mut h2 = H::new();
+        h2.start();
+        h2.update(2, 11, 0, json!({"a": 1}));
+        h2.recv(3, "state/update", p);
+        h2.reject(3, rejected(&cid(11), "state/update", "command_id_conflict"));
+        judged(&h2, !same, "payload-identity");
+    }
+}
+
+#[test]
 fn payload_identity_an_intake_recording_a_payload_no_request_carried() {
     let mut h = H::new();
     h.start();

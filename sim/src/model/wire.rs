@@ -950,10 +950,11 @@ pub fn signature(method: &str, params: &Value) -> Option<String> {
     Some(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
-/// Writes `v` with object members sorted by key, recursively.
+/// Writes `v` with object members sorted by key, recursively, scalars as
+/// serde_json writes them (so `1` and `1.0` differ, as their values do).
 pub fn canonical(v: &Value, out: &mut String) {
     let mut buf = Vec::new();
-    canonical_into(v, &mut buf);
+    sorted_into(v, &mut buf, false);
     out.push_str(std::str::from_utf8(&buf).expect("serde_json writes UTF-8"));
 }
 
@@ -967,13 +968,25 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
     serde_json::to_writer(out, v).expect("writing to a Vec cannot fail");
 }
 
-/// [`canonical`] into bytes: keys and scalars as serde_json writes them,
-/// with no copy of either.
+/// Writes `v` as RFC 8785 (JCS) does, for a payload signature: members
+/// sorted by the UTF-16 code units of their names, numbers in
+/// ECMAScript's form (`12.0` is `12`), strings with JSON's short escapes
+/// and other controls as lowercase `\u00xx` (as serde_json writes them).
 fn canonical_into(v: &Value, out: &mut Vec<u8>) {
+    sorted_into(v, out, true)
+}
+
+/// Members sorted, recursively; numbers as JCS writes them (`jcs`) or as
+/// serde_json does.
+fn sorted_into(v: &Value, out: &mut Vec<u8>, jcs: bool) {
     match v {
         Value::Object(o) => {
             let mut keys: Vec<&String> = o.keys().collect();
-            keys.sort();
+            if keys.iter().all(|k| k.is_ascii()) {
+                keys.sort();
+            } else {
+                keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            }
             out.push(b'{');
             for (i, k) in keys.iter().enumerate() {
                 if i > 0 {
@@ -981,7 +994,7 @@ fn canonical_into(v: &Value, out: &mut Vec<u8>) {
                 }
                 write_str(out, k.as_str());
                 out.push(b':');
-                canonical_into(&o[*k], out);
+                sorted_into(&o[*k], out, jcs);
             }
             out.push(b'}');
         }
@@ -991,12 +1004,21 @@ fn canonical_into(v: &Value, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                canonical_into(x, out);
+                sorted_into(x, out, jcs);
             }
             out.push(b']');
         }
+        Value::Number(n) if jcs => write_number(out, n),
         other => write_value(out, other),
     }
+}
+
+/// A number as ECMAScript's `Number.prototype.toString` writes the IEEE
+/// double it reads as (RFC 8785 3.2.2.3): `12.0` and `1.2e1` are `12`.
+fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) {
+    // Every number serde_json holds is finite.
+    let f = n.as_f64().unwrap_or_default();
+    out.extend_from_slice(ryu_js::Buffer::new().format_finite(f).as_bytes());
 }
 
 /// The `commandRejected` reason of an error object, if it is one.
@@ -1099,10 +1121,19 @@ mod tests {
 
     /// The old, copying definition of the canonical form.
     fn canonical_by_copies(v: &Value, out: &mut String) {
+        by_copies(v, out, false)
+    }
+
+    /// The copying definition of RFC 8785's form (signatures).
+    fn jcs_by_copies(v: &Value, out: &mut String) {
+        by_copies(v, out, true)
+    }
+
+    fn by_copies(v: &Value, out: &mut String, jcs: bool) {
         match v {
             Value::Object(o) => {
                 let mut keys: Vec<&String> = o.keys().collect();
-                keys.sort();
+                keys.sort_by_key(|k| k.encode_utf16().collect::<Vec<u16>>());
                 out.push('{');
                 for (i, k) in keys.iter().enumerate() {
                     if i > 0 {
@@ -1110,7 +1141,7 @@ mod tests {
                     }
                     out.push_str(&Value::String((*k).clone()).to_string());
                     out.push(':');
-                    canonical_by_copies(&o[*k], out);
+                    by_copies(&o[*k], out, jcs);
                 }
                 out.push('}');
             }
@@ -1120,12 +1151,76 @@ mod tests {
                     if i > 0 {
                         out.push(',');
                     }
-                    canonical_by_copies(x, out);
+                    by_copies(x, out, jcs);
                 }
                 out.push(']');
             }
+            Value::Number(n) if jcs => {
+                out.push_str(ryu_js::Buffer::new().format_finite(n.as_f64().unwrap()))
+            }
             other => out.push_str(&other.to_string()),
         }
+    }
+
+    /// RFC 8785's own examples: numbers (3.2.2.3, appendix B) and the
+    /// member order by UTF-16 code units (3.2.3), and a payload whose
+    /// integers are spelled as decimals signs as the integers do.
+    #[test]
+    fn signatures_are_rfc_8785() {
+        let mut out = Vec::new();
+        let v: Value = serde_json::from_str(
+            "[1e30, 4.50, 2e-3, 0.000001, 1e-7, -0.0, 12.0, 333333333.33333329, \
+             9007199254740993, 295147905179352830000.0]",
+        )
+        .unwrap();
+        canonical_into(&v, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[1e+30,4.5,0.002,0.000001,1e-7,0,12,333333333.3333333,9007199254740992,295147905179352830000]"
+        );
+        let keys = [
+            "\u{20ac}",
+            "\r",
+            "\u{fb33}",
+            "1",
+            "\u{1f600}",
+            "\u{80}",
+            "\u{f6}",
+        ];
+        let v = Value::Object(keys.iter().map(|k| (k.to_string(), json!(0))).collect());
+        let mut out = Vec::new();
+        canonical_into(&v, &mut out);
+        let order: Vec<String> = serde_json::from_slice::<serde_json::Map<String, Value>>(&out)
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let text = String::from_utf8(out).unwrap();
+        let at = |k: &str| text.find(&serde_json::to_string(k).unwrap()).unwrap();
+        let mut want: Vec<&str> = keys.to_vec();
+        want.sort_by_key(|k| at(k));
+        assert_eq!(
+            want,
+            [
+                "\r",
+                "1",
+                "\u{80}",
+                "\u{f6}",
+                "\u{20ac}",
+                "\u{1f600}",
+                "\u{fb33}"
+            ],
+            "{order:?}"
+        );
+        let p = |set: Value| json!({"sessionId": "s1", "expectedRevision": 2, "set": set});
+        assert_eq!(
+            signature("state/update", &p(json!({"b0": 12, "b1": 7}))),
+            signature("state/update", &p(json!({"b0": 12.0, "b1": 7.0})))
+        );
+        assert_ne!(
+            signature("state/update", &p(json!({"b0": 12}))),
+            signature("state/update", &p(json!({"b0": 12.5})))
+        );
     }
 
     #[test]
@@ -1284,7 +1379,7 @@ mod tests {
                 assert_eq!(normalise(m, p), old, "{m} {p}");
                 let want = old.map(|n| {
                     let mut want = String::new();
-                    canonical_by_copies(&json!({"method": m, "params": n}), &mut want);
+                    jcs_by_copies(&json!({"method": m, "params": n}), &mut want);
                     want
                 });
                 assert_eq!(signature(m, p), want, "{m} {p}");

@@ -631,7 +631,8 @@ pub fn respell(
 /// what it asks (an unknown member, a defaulted param made explicit, an
 /// absent turn id as `null`, a `state/update`'s integers as decimals:
 /// RFC 8785 writes `12.0` as `12`), or its command id `cid` in uppercase
-/// (one UUID, so one command: the ledger compares ids without case), or
+/// or mixed case (one UUID, so one command: the ledger compares ids
+/// without case), or
 /// not at all: its resend must be answered as a replay. `counter` fills
 /// the unknown member; `params` carry the id too if they carried it.
 pub fn same_payload_respelled(
@@ -651,12 +652,32 @@ pub fn same_payload_respelled(
         }
         2 if method == "state/update" => set_as_decimals(params),
         3 => {
-            *cid = cid.to_ascii_uppercase();
+            // All in uppercase, or (every other resend) only its first
+            // letter: a mixed-case spelling of the same UUID.
+            *cid = if counter.is_multiple_of(2) {
+                cid.to_ascii_uppercase()
+            } else {
+                mixed_case(cid)
+            };
             if params.get("commandId").is_some() {
                 params["commandId"] = json!(cid);
             }
         }
         _ => {}
+    }
+}
+
+/// `id` with its first lowercase letter in uppercase: one UUID in mixed
+/// case, which the ledger must take for the same command.
+pub fn mixed_case(id: &str) -> String {
+    match id.find(|c: char| c.is_ascii_lowercase()) {
+        Some(i) => format!(
+            "{}{}{}",
+            &id[..i],
+            id[i..=i].to_ascii_uppercase(),
+            &id[i + 1..]
+        ),
+        None => id.to_string(),
     }
 }
 

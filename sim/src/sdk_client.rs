@@ -330,8 +330,10 @@ enum Spelling {
     /// Members in reverse order, with spaces around `:` and `,`.
     Reordered,
     /// The first character of every string value (not of member names)
-    /// as a `\u` escape, where it is ASCII; and a `state/update`'s `set`
-    /// integers as decimals (`12.0`: RFC 8785 signs it as `12`).
+    /// as a `\u` escape, where it is ASCII; the `commandId` in mixed case
+    /// (one UUID: the ledger compares ids without case); and a
+    /// `state/update`'s `set` integers as decimals (`12.0`: RFC 8785
+    /// signs it as `12`).
     Escaped,
 }
 
@@ -679,8 +681,11 @@ impl SdkClient {
                 1 => Spelling::Reordered,
                 _ => Spelling::Escaped,
             };
-            if spelling == Spelling::Escaped && method == "state/update" {
-                crate::moves::set_as_decimals(&mut dup["params"]);
+            if spelling == Spelling::Escaped {
+                dup["params"]["commandId"] = json!(crate::moves::mixed_case(cid));
+                if method == "state/update" {
+                    crate::moves::set_as_decimals(&mut dup["params"]);
+                }
             }
             let mut l = Vec::with_capacity(line.len() + 64);
             spell(&mut l, &dup, spelling);

@@ -673,7 +673,15 @@ impl SdkClient {
         if self.double.remove(cid) {
             self.raw_serial += 1;
             let mut dup = crate::model::wire::json_of(line).expect("a line just read");
-            dup["id"] = json!(format!("dbl-{}", self.raw_serial));
+            // Under an id of its own, which the core ignores the answer
+            // to: a string, or an integer below zero or above i64's range
+            // (JSON-RPC allows any; the host must echo it as sent).
+            let n = self.raw_serial;
+            dup["id"] = match (n / 3) % 3 {
+                0 => json!(format!("dbl-{n}")),
+                1 => json!(-(n as i64)),
+                _ => json!((1u64 << 63) + n),
+            };
             // The copy is the same request in other bytes, two times in
             // three (no draw: the serial picks).
             let spelling = match self.raw_serial % 3 {

@@ -148,6 +148,11 @@ pub enum Malformed {
     /// (PROTOCOL.md 2: a malformed turn id in params is `-32602`, field
     /// `turnId`).
     InterruptTurnIdMalformed,
+    /// The command's own UUIDv7 without its hyphens (32 hex digits; RFC
+    /// 9562's string form is 8-4-4-4-12): not a `commandId` (`-32602`,
+    /// field `commandId`), and no alias of the id the command goes under
+    /// next.
+    CommandIdUnhyphenated,
 }
 
 /// The frame limit of every simulated host (`HostConfig::
@@ -158,7 +163,7 @@ pub const FRAME_LIMIT_BYTES: usize = 16 * 1024;
 
 impl Malformed {
     /// Every defect, in draw order (new ones go at the end).
-    pub const ALL: [Malformed; 31] = [
+    pub const ALL: [Malformed; 32] = [
         Malformed::NotJson,
         Malformed::Batch,
         Malformed::BoolId,
@@ -190,6 +195,7 @@ impl Malformed {
         Malformed::PageLimitMax,
         Malformed::ReadExcludeItemsText,
         Malformed::InterruptTurnIdMalformed,
+        Malformed::CommandIdUnhyphenated,
     ];
 
     /// The well-formed command this defect is made from, on `sid`: a
@@ -237,6 +243,10 @@ impl Malformed {
                 }
             }
             Malformed::V4CommandId => p["commandId"] = json!(v4),
+            Malformed::CommandIdUnhyphenated => {
+                let id = p["commandId"].as_str().unwrap_or_default().replace('-', "");
+                p["commandId"] = json!(id);
+            }
             Malformed::NoSessionId => {
                 if let Some(o) = p.as_object_mut() {
                     o.remove("sessionId");

@@ -392,9 +392,9 @@ mod tests {
                     (-32601, None, id.clone())
                 }
                 Malformed::ArrayParams => (-32602, Some("params"), id.clone()),
-                Malformed::NoCommandId | Malformed::V4CommandId => {
-                    (-32602, Some("commandId"), id.clone())
-                }
+                Malformed::NoCommandId
+                | Malformed::V4CommandId
+                | Malformed::CommandIdUnhyphenated => (-32602, Some("commandId"), id.clone()),
                 Malformed::NoSessionId | Malformed::NumericSessionId => {
                     (-32602, Some("sessionId"), id.clone())
                 }

@@ -17,8 +17,10 @@ use serde_json::{json, Value};
 const T0: u64 = msp_sim::run::START_MS;
 const S: &str = "0198f0aa-1111-7000-8000-0000000000aa";
 
+/// A UUIDv7 minted at the simulated clock's start (`T0`): a command id,
+/// or an id the host mints (items, approvals: PROTOCOL.md 2).
 fn cid(n: u32) -> String {
-    format!("018f6a1e-9b3c-7c21-a54a-{n:012x}")
+    format!("{:08x}-{:04x}-7c21-a54a-{n:012x}", T0 >> 16, T0 & 0xffff)
 }
 
 fn cursor(n: u64) -> String {
@@ -3476,6 +3478,61 @@ fn log_integrity_an_intake_written_before_the_rot_answered_after_a_reload() {
     // the damage must be refused.
     clean(&updated_around_a_rot(true));
     caught(&updated_around_a_rot(false), "log-integrity");
+}
+
+/// A started turn whose user message carries `item_id`.
+fn turn_with_item_id(item_id: &str) -> H {
+    let mut h = H::new();
+    h.start();
+    let c = cid(5);
+    let text = "hi";
+    let p = json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": text}]});
+    h.recv(2, "turn/start", p);
+    let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
+    let received = h.received(
+        &c,
+        "turn/start",
+        json!({"sessionId": S, "input": [{"type": "text", "text": text}], "ifBusy": "queue"}),
+        json!({"result": ack}),
+    );
+    let (e1, p1) = h.event(
+        "turn/started",
+        json!({"turnId": c, "commandId": c}),
+        Some(&c),
+    );
+    let item = json!({"itemId": item_id, "kind": "userMessage", "turnId": c, "revision": 1,
+                      "status": "completed", "text": text, "commandId": c});
+    let (e2, p2) = h.event("item/completed", json!({"item": item}), Some(&c));
+    let settled = h.settled(&c);
+    h.append(vec![received, e1, e2, settled]);
+    h.sync();
+    h.answer(2, ack);
+    h.notify("turn/started", &p1);
+    h.notify("item/completed", &p2);
+    h
+}
+
+#[test]
+fn id_minting_an_item_id_not_from_the_host_clock() {
+    // PROTOCOL.md 2: item and approval ids are UUIDv7s from the host's
+    // injected clock: not another version, not seconds, not ahead.
+    let v7_at = |ms: u64| {
+        format!(
+            "{:08x}-{:04x}-7abc-8def-000000000001",
+            ms >> 16,
+            ms & 0xffff
+        )
+    };
+    for (id, legal) in [
+        (cid(1005), true),
+        (v7_at(T0 + 1), true),
+        ("0198f0aa-1111-4000-8000-000000000001".to_string(), false),
+        ("i5".to_string(), false),
+        (v7_at(T0 / 1000), false),
+        (v7_at(T0 + 3_600_000), false),
+    ] {
+        judged(&turn_with_item_id(&id), legal, "id-minting");
+    }
 }
 
 #[test]

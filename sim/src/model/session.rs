@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::agent::{self, Script};
 use super::report::Report;
 use super::wire;
+use crate::run::START_MS;
 
 /// Where a turn is.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -1334,6 +1335,7 @@ impl Sess {
         );
         self.head = n;
         self.judge_source_range(rep, n, method, p);
+        Self::judge_minted_ids(rep, &id, n, method, p, at_ms);
         let recovery_event = self.recovering
             && matches!(
                 method,
@@ -1361,6 +1363,35 @@ impl Sess {
         }
         // Kept after it is applied (no rule above reads `events`).
         self.events.insert(n, (method.to_string(), params));
+    }
+
+    /// The ids a durable event names that the host mints (PROTOCOL.md 2:
+    /// `itemId` and `approvalId` are UUIDv7s from the host's injected
+    /// clock and RNG): each a UUIDv7 whose millisecond timestamp is on
+    /// the simulated clock, from its start to the event's own
+    /// `emittedAtMs` (minted then or earlier, never from another clock).
+    fn judge_minted_ids(rep: &mut Report, sid: &str, n: u64, method: &str, p: &Value, at_ms: u64) {
+        let minted = [
+            ("itemId", &p["item"]["itemId"]),
+            ("itemId", &p["itemId"]),
+            ("approvalId", &p["approvalId"]),
+        ];
+        for (field, v) in minted {
+            let Some(text) = v.as_str() else {
+                continue;
+            };
+            let ok = crate::model::bad_input::is_uuid_v7(text)
+                && u64::from_str_radix(&text[..8], 16)
+                    .ok()
+                    .zip(u64::from_str_radix(&text[9..13], 16).ok())
+                    .is_some_and(|(hi, lo)| (START_MS..=at_ms).contains(&(hi << 16 | lo)));
+            rep.check_lazy(
+                ok,
+                "id-minting",
+                || format!("minted {sid} {n} {field}"),
+                || format!("session {sid}: durable event #{n} ({method}) names {field} {text}, not a UUIDv7 minted by the host clock by its emittedAtMs {at_ms}"),
+            );
+        }
     }
 
     /// A durable event's `sourceRange` (PROTOCOL.md 4.5): a turn's run

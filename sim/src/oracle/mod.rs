@@ -44,7 +44,7 @@ impl Violation {
 }
 
 /// Every property name: the promise a violation breaks.
-pub const PROPERTIES: [&str; 23] = [
+pub const PROPERTIES: [&str; 24] = [
     // The three promises.
     "exactly-once-effect",
     "durable-dedupe",
@@ -59,6 +59,7 @@ pub const PROPERTIES: [&str; 23] = [
     // Turns, commands and the scripted agent (4.1, 4.3, 5).
     "admission-decision",
     "turn-id-derivation",
+    "id-minting",
     "turn-lifecycle",
     "scripted-agent",
     "effect-durability",

@@ -15,7 +15,8 @@ use msp_sim::workload::Scenario;
 use serde_json::{json, Value};
 
 const T0: u64 = msp_sim::run::START_MS;
-const S: &str = "0198f0aa-1111-7000-8000-0000000000aa";
+/// The session: a UUIDv7 minted at the simulated clock's start.
+const S: &str = "019885c4-e838-7000-8000-0000000000aa";
 
 /// A UUIDv7 minted at the simulated clock's start (`T0`): a command id,
 /// or an id the host mints (items, approvals: PROTOCOL.md 2).
@@ -3532,6 +3533,27 @@ fn id_minting_an_item_id_not_from_the_host_clock() {
         (v7_at(T0 + 3_600_000), false),
     ] {
         judged(&turn_with_item_id(&id), legal, "id-minting");
+    }
+}
+
+#[test]
+fn id_minting_a_session_id_the_host_minted_not_a_uuid_v7() {
+    // PROTOCOL.md 2: a start without a sessionId gets one the host mints,
+    // a UUIDv7 (here at an ephemeral host, which writes no log).
+    for (sid, legal) in [
+        (S.to_string(), true),
+        ("019885c4-e838-4000-8000-0000000000aa".to_string(), false),
+        ("session-1".to_string(), false),
+    ] {
+        let mut h = H::default();
+        h.host_starts(1, false);
+        h.connects(1, 1);
+        h.recv_on(1, 1, "session/start", json!({"commandId": cid(5)}));
+        let mut session = h.session_obj(h.now(), 0, None);
+        session["sessionId"] = json!(sid);
+        session["path"] = json!(format!("/sim/data/sessions/{sid}/session.log"));
+        h.send_on(1, json!({"jsonrpc": "2.0", "id": 1, "result": {"session": session, "viewCursor": format!("v:{sid}:0")}}));
+        judged(&h, legal, "id-minting");
     }
 }
 

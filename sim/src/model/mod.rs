@@ -2119,6 +2119,13 @@ impl Model {
         if method == "session/start" && sid.is_none() {
             sid = outcome.as_ref().ok().and_then(|r| sid_of(&r["session"]));
             if let Some(s) = &sid {
+                // PROTOCOL.md 2: the host mints a UUIDv7 (from its clock,
+                // or derived from the command id, itself a UUIDv7 of the
+                // simulated clock).
+                let now = self.last_ms;
+                self.rep.check(session::minted_by_clock(s, now), "id-minting", &format!("minted-sid {k}"), || {
+                    format!("session/start {cid} without a sessionId was answered with session {s}, not a UUIDv7 minted by the clock by {now} ms")
+                });
                 self.start_sids
                     .entry(k.clone())
                     .or_insert_with(|| s.clone());

@@ -1380,13 +1380,8 @@ impl Sess {
             let Some(text) = v.as_str() else {
                 continue;
             };
-            let ok = crate::model::bad_input::is_uuid_v7(text)
-                && u64::from_str_radix(&text[..8], 16)
-                    .ok()
-                    .zip(u64::from_str_radix(&text[9..13], 16).ok())
-                    .is_some_and(|(hi, lo)| (START_MS..=at_ms).contains(&(hi << 16 | lo)));
             rep.check_lazy(
-                ok,
+                minted_by_clock(text, at_ms),
                 "id-minting",
                 || format!("minted {sid} {n} {field}"),
                 || format!("session {sid}: durable event #{n} ({method}) names {field} {text}, not a UUIDv7 minted by the host clock by its emittedAtMs {at_ms}"),
@@ -2355,6 +2350,16 @@ pub fn is_iso8601(text: &str, unix_ms: u64) -> bool {
 /// An ack with the members the model cannot predict removed.
 pub fn strip_unknowable(_method: &str, v: &Value) -> Value {
     v.clone()
+}
+
+/// Whether `id` is a UUIDv7 minted by the simulated clock by `upto_ms`:
+/// its millisecond timestamp from the clock's start to then.
+pub fn minted_by_clock(id: &str, upto_ms: u64) -> bool {
+    crate::model::bad_input::is_uuid_v7(id)
+        && u64::from_str_radix(&id[..8], 16)
+            .ok()
+            .zip(u64::from_str_radix(&id[9..13], 16).ok())
+            .is_some_and(|(hi, lo)| (START_MS..=upto_ms).contains(&(hi << 16 | lo)))
 }
 
 #[cfg(test)]

@@ -642,9 +642,9 @@ pub fn respell(
 /// absent turn id as `null`, a `state/update`'s integers as decimals:
 /// RFC 8785 writes `12.0` as `12`), or its command id `cid` in uppercase
 /// or mixed case (one UUID, so one command: the ledger compares ids
-/// without case), or
-/// not at all: its resend must be answered as a replay. `counter` fills
-/// the unknown member; `params` carry the id too if they carried it.
+/// without case), or not at all: its resend must be answered as a
+/// replay. `counter` fills the unknown member and picks the id's case;
+/// `params` carry the id too if they carried it.
 pub fn same_payload_respelled(
     w: &mut World,
     method: &str,

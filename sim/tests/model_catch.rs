@@ -309,6 +309,17 @@ impl H {
     /// user message's `item/completed`, settled; not appended yet) and
     /// the two events' params.
     fn turn_begun(&mut self, id: u64, n: u32, text: &str) -> (Value, Vec<Vec<u8>>, [Value; 2]) {
+        self.turn_begun_with_item(id, n, text, &cid(1000 + n))
+    }
+
+    /// [`H::turn_begun`], the user message's item minted as `item_id`.
+    fn turn_begun_with_item(
+        &mut self,
+        id: u64,
+        n: u32,
+        text: &str,
+        item_id: &str,
+    ) -> (Value, Vec<Vec<u8>>, [Value; 2]) {
         let c = cid(n);
         let p = json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": text}]});
         self.recv(id, "turn/start", p);
@@ -324,7 +335,7 @@ impl H {
             json!({"turnId": c, "commandId": c}),
             Some(&c),
         );
-        let item = json!({"itemId": cid(1000 + n), "kind": "userMessage", "turnId": c, "revision": 1,
+        let item = json!({"itemId": item_id, "kind": "userMessage", "turnId": c, "revision": 1,
                           "status": "completed", "text": text, "commandId": c});
         let (e2, p2) = self.event("item/completed", json!({"item": item}), Some(&c));
         let settled = self.settled(&c);
@@ -3485,27 +3496,8 @@ fn log_integrity_an_intake_written_before_the_rot_answered_after_a_reload() {
 fn turn_with_item_id(item_id: &str) -> H {
     let mut h = H::new();
     h.start();
-    let c = cid(5);
-    let text = "hi";
-    let p = json!({"commandId": c, "sessionId": S, "input": [{"type": "text", "text": text}]});
-    h.recv(2, "turn/start", p);
-    let ack = json!({"commandId": c, "status": "accepted", "turnId": c, "startedNewTurn": true, "disposition": "started"});
-    let received = h.received(
-        &c,
-        "turn/start",
-        json!({"sessionId": S, "input": [{"type": "text", "text": text}], "ifBusy": "queue"}),
-        json!({"result": ack}),
-    );
-    let (e1, p1) = h.event(
-        "turn/started",
-        json!({"turnId": c, "commandId": c}),
-        Some(&c),
-    );
-    let item = json!({"itemId": item_id, "kind": "userMessage", "turnId": c, "revision": 1,
-                      "status": "completed", "text": text, "commandId": c});
-    let (e2, p2) = h.event("item/completed", json!({"item": item}), Some(&c));
-    let settled = h.settled(&c);
-    h.append(vec![received, e1, e2, settled]);
+    let (ack, recs, [p1, p2]) = h.turn_begun_with_item(2, 5, "hi", item_id);
+    h.append(recs);
     h.sync();
     h.answer(2, ack);
     h.notify("turn/started", &p1);

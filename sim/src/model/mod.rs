@@ -630,14 +630,6 @@ impl Model {
             What::ArchiveRead { found: true, .. } => self.rep.hit("4.2 archived history read"),
             What::Phase(p) if p == "liveness" => self.healed = true,
             What::BitRot { session, offset } => {
-                let f = self.files.entry(session.clone()).or_default();
-                // What the model has not read yet (past the last sync),
-                // before the damage.
-                let unread = f.bytes()[f.consumed..].to_vec();
-                let unread_writer = f.writer_from(f.consumed);
-                f.rot(*offset as usize);
-                f.damaged = true;
-                self.rotten.insert(session.clone(), idx);
                 // The holder, or the last one if none took the lease since
                 // it released it (its unload's frames may still go out).
                 let holder = self
@@ -645,26 +637,35 @@ impl Model {
                     .get(session)
                     .or_else(|| self.released_by.get(session))
                     .copied();
-                if let Some(holder) = holder {
-                    self.rot_holder.insert(session.clone(), holder);
-                    let head = self
-                        .sessions
-                        .get(session)
-                        .and_then(|x| x.events.keys().next_back().copied())
-                        .unwrap_or(0);
-                    let mut memory = RotMemory {
+                let head = self
+                    .sessions
+                    .get(session)
+                    .and_then(|x| x.events.keys().next_back().copied())
+                    .unwrap_or(0);
+                let f = self.files.entry(session.clone()).or_default();
+                let memory = holder.map(|holder| {
+                    let mut m = RotMemory {
                         holder,
                         head,
                         intakes: BTreeSet::new(),
                     };
-                    // Records the holder wrote before the damage but
-                    // had not synced: it decided them from memory (bitrot
-                    // seed 117 of a cut-before-newline variant: a queued
-                    // start's intake written just before the rot, synced
-                    // and answered just after).
-                    if unread_writer == Some(holder) {
-                        memory.remember(&unread);
+                    // Records the holder wrote before the damage but had
+                    // not synced (the model has not read them): it decided
+                    // them from memory (bitrot seed 117 of a
+                    // cut-before-newline variant: a queued start's intake
+                    // written just before the rot, synced and answered
+                    // just after).
+                    if f.writer_from(f.consumed) == Some(holder) {
+                        m.remember(&f.bytes()[f.consumed..]);
                     }
+                    m
+                });
+                f.rot(*offset as usize);
+                f.damaged = true;
+                self.rotten.insert(session.clone(), idx);
+                if let Some(memory) = memory {
+                    let holder = memory.holder;
+                    self.rot_holder.insert(session.clone(), holder);
                     self.rot_memory.insert(session.clone(), memory);
                     // What the holder already received it may still
                     // answer from memory.

@@ -5,6 +5,7 @@
 //! ARCHITECTURE.md for the map.
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod cli;
 pub mod client;
 pub mod conformance;

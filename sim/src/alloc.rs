@@ -1,6 +1,5 @@
-//! The binary's global allocator: mimalloc (the simulator allocates on
-//! nearly every event, and mimalloc's thread-local free lists make that
-//! cheaper than the system allocator), wrapped to count allocations and
+//! The binary's global allocator: [`msp::alloc::Mimalloc`] (the simulator
+//! allocates on nearly every event), wrapped to count allocations and
 //! bytes for `msp-sim bench`.
 //!
 //! Counting is off until [`start_counting`]: a sweep on several threads
@@ -16,7 +15,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use mimalloc::MiMalloc;
+use msp::alloc::Mimalloc;
 
 /// Whether allocations are being counted.
 static COUNTING: AtomicBool = AtomicBool::new(false);
@@ -41,30 +40,30 @@ impl Counting {
     }
 }
 
-// SAFETY: every call is forwarded unchanged to mimalloc, a correct
+// SAFETY: every call is forwarded unchanged to `Mimalloc`, a correct
 // GlobalAlloc; counting touches only atomics and never allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         Self::count(layout.size());
         // SAFETY: the caller upholds GlobalAlloc::alloc's contract.
-        unsafe { MiMalloc.alloc(layout) }
+        unsafe { Mimalloc.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         Self::count(layout.size());
         // SAFETY: as for alloc.
-        unsafe { MiMalloc.alloc_zeroed(layout) }
+        unsafe { Mimalloc.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator, which is mimalloc's.
-        unsafe { MiMalloc.dealloc(ptr, layout) }
+        // SAFETY: `ptr` came from this allocator, which is `Mimalloc`.
+        unsafe { Mimalloc.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         Self::count(new_size);
         // SAFETY: as for dealloc; the caller upholds realloc's contract.
-        unsafe { MiMalloc.realloc(ptr, layout, new_size) }
+        unsafe { Mimalloc.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -2,12 +2,10 @@
 //! conformance`). The command line is `msp::cli` (clap); `msp --help`
 //! lists the commands, `msp <COMMAND> --help` their options and defaults.
 
-/// mimalloc instead of the system allocator: the host allocates on every
-/// line it reads and writes, and glibc's malloc and free were a fifth of
-/// its CPU under load (perf, 64 clients; issue 11), where mimalloc's
-/// thread-local free lists cost a fraction of that.
+/// mimalloc instead of the system allocator (see `msp::alloc`): the host
+/// allocates on every line it reads and writes.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: msp::alloc::Mimalloc = msp::alloc::Mimalloc;
 
 fn main() {
     // A load's transient buffers (the log as read, decode temporaries) are

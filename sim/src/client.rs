@@ -115,6 +115,9 @@ pub struct Ctx {
     /// An SDK observer subscribes (`view/subscribe`) as well as reads
     /// ([`crate::plan::Draws::WithSubscriptions`] and later).
     pub subscribes: bool,
+    /// Texts and written values carry characters to escape
+    /// ([`crate::plan::Draws::WithEscapes`] and later).
+    pub escapes: bool,
 }
 
 /// An SDK-like client.
@@ -576,7 +579,7 @@ impl Client {
 
     fn text(&mut self, w: &mut World, ctx: &Ctx) -> String {
         self.counter += 1;
-        crate::moves::turn_text(w, ctx.scenario, self.counter, self.idx)
+        crate::moves::turn_text(w, ctx.scenario, self.counter, self.idx, ctx.escapes)
     }
 
     fn pick(&mut self, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
@@ -589,6 +592,7 @@ impl Client {
             &mut self.counter,
             self.idx,
             &sid,
+            ctx.escapes,
         );
         let (method, params) = match mv {
             Move::Submit(m, p) => (m, p),

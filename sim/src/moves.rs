@@ -387,15 +387,25 @@ fn stray_read(w: &mut World) -> (&'static str, Value) {
 
 /// A turn's input text: its kind drawn per scenario (plain, sleeping,
 /// failing launch, keyed or unkeyed effect, background task, failing
-/// model attempts). `n` numbers it; `idx` is the client's index. New
-/// kinds go at the end of each list, so a recorded choice keeps its kind.
-pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize) -> String {
+/// model attempts). `n` numbers it; `idx` is the client's index;
+/// `escapes`: some plain texts carry characters to escape (draws version
+/// 7). New kinds go at the end of each list, so a recorded choice keeps
+/// its kind.
+pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize, escapes: bool) -> String {
     let kinds: &[u64] = match scenario {
         Scenario::Turns => &[0, 1, 1, 1, 2, 2, 5, 6],
         Scenario::CrashStorm => &[0, 1, 1, 2, 3, 3, 4, 5, 6],
         _ => &[0, 1, 1, 2, 3, 4, 5, 6],
     };
     match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
+        // One plain text in three carries every kind of character a JSON
+        // writer must get right: quotes, a backslash, control characters
+        // (escaped by name and as `\u0007`), and text outside ASCII (two,
+        // three and four bytes of UTF-8; the last a surrogate pair in
+        // UTF-16, which RFC 8785 orders by). No draw picks it.
+        0 if escapes && n % 3 == 2 => {
+            format!("hello \"{n}\" from client {idx}: a\\b\tc\nd\u{7} \u{e9} \u{2713} \u{1f600}")
+        }
         0 => format!("hello {n} from client {idx}"),
         1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
         2 => format!("!fail-launch {n}"),
@@ -429,7 +439,8 @@ pub fn any_turn(known: &Known, w: &mut World) -> Option<String> {
 }
 
 /// The next move on session `sid`. `counter` numbers texts and written
-/// values (it advances as they are drawn); `idx` is the client's index.
+/// values (it advances as they are drawn); `idx` is the client's index;
+/// `escapes` as for [`turn_text`].
 pub fn next_move(
     w: &mut World,
     scenario: Scenario,
@@ -437,6 +448,7 @@ pub fn next_move(
     counter: &mut u64,
     idx: usize,
     sid: &str,
+    escapes: bool,
 ) -> Move {
     // turn, steer, unqueue, interrupt/cancel, task stop, approval,
     // state/update, conflicting reuse, idle, resend, queue flood,
@@ -470,7 +482,7 @@ pub fn next_move(
                 .or_else(|| known.running.clone())
                 .or_else(|| any_turn(known, w));
             *counter += 1;
-            let text = turn_text(w, scenario, *counter, idx);
+            let text = turn_text(w, scenario, *counter, idx, escapes);
             match t {
                 Some(t) => Move::Submit(
                     "turn/steer",
@@ -535,7 +547,13 @@ pub fn next_move(
             *counter += 1;
             let n = *counter;
             let mut set = Map::new();
-            set.insert(format!("k{}", n % 5), json!(n));
+            // One value in four a string to escape (see `turn_text`).
+            let value = if escapes && n % 4 == 3 {
+                json!(format!("v\"{n}\"\\\t\u{1}\u{e9}\u{1f600}"))
+            } else {
+                json!(n)
+            };
+            set.insert(format!("k{}", n % 5), value);
             if w.chance(Decision::Client, 200) {
                 set.insert(format!("k{}", (n + 1) % 5), Value::Null);
             }
@@ -739,7 +757,7 @@ mod tests {
             approvals: ["a1".to_string()].into(),
             ..Known::default()
         };
-        let mv = next_move(&mut w, scenario, &known, &mut 0, 0, "s1");
+        let mv = next_move(&mut w, scenario, &known, &mut 0, 0, "s1", true);
         (mv, w.choices()[0].options)
     }
 

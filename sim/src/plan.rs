@@ -77,13 +77,18 @@ pub enum Draws {
     /// Version 6: a line delivered to a host may arrive in two reads,
     /// split at a drawn byte (a decision per delivered line), as TCP may
     /// cut it; the host's line splitter must join them.
-    #[default]
     WithFragments,
+    /// Version 7: one plain turn text in three and one `state/update`
+    /// value in four carry characters a JSON writer must escape, and text
+    /// outside ASCII (`moves::turn_text`). No draw is added; the lines
+    /// change, and with them the scripted agent's replies and the timing.
+    #[default]
+    WithEscapes,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithFragments;
+    pub const CURRENT: Draws = Draws::WithEscapes;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -94,6 +99,7 @@ impl Draws {
             Draws::WithSubscriptions => 4,
             Draws::WithHandshakeSlips => 5,
             Draws::WithFragments => 6,
+            Draws::WithEscapes => 7,
         }
     }
 
@@ -106,6 +112,7 @@ impl Draws {
             4 => Some(Draws::WithSubscriptions),
             5 => Some(Draws::WithHandshakeSlips),
             6 => Some(Draws::WithFragments),
+            7 => Some(Draws::WithEscapes),
             _ => None,
         }
     }

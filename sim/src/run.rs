@@ -605,6 +605,7 @@ impl Sim {
             session_issued,
             idle_unload_ms: self.idle_unload_ms,
             subscribes: self.draws >= Draws::WithSubscriptions,
+            escapes: self.draws >= Draws::WithEscapes,
         }
     }
 

@@ -1179,14 +1179,21 @@ impl SdkClient {
 
     fn text(&mut self, c: &Client, w: &mut World, ctx: &Ctx) -> String {
         self.counter += 1;
-        crate::moves::turn_text(w, ctx.scenario, self.counter, c.idx)
+        crate::moves::turn_text(w, ctx.scenario, self.counter, c.idx, ctx.escapes)
     }
 
     fn pick(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx) {
         use crate::moves::Move;
         let sid = c.session.clone().expect("session");
-        let mv =
-            crate::moves::next_move(w, ctx.scenario, &self.known, &mut self.counter, c.idx, &sid);
+        let mv = crate::moves::next_move(
+            w,
+            ctx.scenario,
+            &self.known,
+            &mut self.counter,
+            c.idx,
+            &sid,
+            ctx.escapes,
+        );
         let (method, params) = match mv {
             Move::Submit(m, p) => (m, p),
             Move::Turn => return self.pick_turn(c, w, ctx, &sid),

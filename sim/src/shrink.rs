@@ -143,6 +143,15 @@ fn place(mut cand: Vec<u64>, later: &[(Choice, Anchor)], layout: &RunResult) -> 
 /// simplest (it costs four runs per such choice).
 const DELETE_MAX: usize = 80;
 
+/// The chunk-zeroing pass stops at chunks of this fraction of the
+/// choices off their simplest (each level of chunks costs about one run
+/// per such choice once the chunks are small).
+const CHUNK_LEVELS: usize = 64;
+
+/// How many runs a long pass makes between two runs of the cheap passes
+/// ([`Shrinker::checkpoint`]).
+const CHEAP_EVERY: u64 = 200;
+
 /// The most later choices the realigning pass moves (each costs a run).
 const REALIGN_MAX: usize = 24;
 
@@ -377,6 +386,23 @@ impl Shrinker<'_> {
         true
     }
 
+    /// Inside a long pass: every `CHEAP_EVERY` runs, when the pass has
+    /// made progress since the last time, the cheap passes run (zero a
+    /// whole kind, truncate: a few dozen runs). What a long pass zeroes
+    /// choice by choice often lets a whole kind go, and a sequence
+    /// without it be cut short, long before the pass is through its
+    /// hundreds of choices; waiting for its end spent the run budget.
+    fn checkpoint(&mut self, mark: &mut (u64, Vec<u64>)) {
+        if self.runs_count < mark.0 + CHEAP_EVERY {
+            return;
+        }
+        if self.best.values != mark.1 {
+            self.zero_kinds();
+            self.truncate();
+        }
+        *mark = (self.runs_count, self.best.values.clone());
+    }
+
     /// The shortest prefix that still fails (binary search; a prefix's
     /// failing is not monotone in its length, so this is a heuristic the
     /// other passes make up for).
@@ -467,10 +493,12 @@ impl Shrinker<'_> {
     /// simplest (the way delta debugging narrows down).
     fn zero_chunks(&mut self) -> bool {
         let start_values = self.best.values.clone();
+        let mut mark = (self.runs_count, start_values.clone());
         let mut size = self.best.values.len().div_ceil(2).max(1);
         loop {
             let mut end = self.best.values.len();
             while end > 0 && !self.out_of_budget() {
+                self.checkpoint(&mut mark);
                 let len = self.best.values.len();
                 end = end.min(len);
                 let start = end.saturating_sub(size);
@@ -481,7 +509,10 @@ impl Shrinker<'_> {
                 }
                 end = start;
             }
-            if size == 1 || self.out_of_budget() {
+            // Chunks smaller than a 64th of the choices still off their
+            // simplest wait for a later round, when fewer are.
+            let finest = (choice::nonzero_count(&self.best.values) / CHUNK_LEVELS).max(1);
+            if size <= finest || self.out_of_budget() {
                 return self.best.values != start_values;
             }
             size = size.div_ceil(2);
@@ -590,8 +621,10 @@ impl Shrinker<'_> {
     /// Lowers each non-simplest choice as far as it still fails.
     fn lower(&mut self) -> bool {
         let start_values = self.best.values.clone();
+        let mut mark = (self.runs_count, start_values.clone());
         let mut i = self.best.values.len();
         while i > 0 && !self.out_of_budget() {
+            self.checkpoint(&mut mark);
             i -= 1;
             if i >= self.best.values.len() {
                 continue;

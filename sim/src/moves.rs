@@ -398,13 +398,10 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize, escapes:
         _ => &[0, 1, 1, 2, 3, 4, 5, 6],
     };
     match kinds[w.decide(Decision::Client, kinds.len() as u64) as usize] {
-        // One plain text in three carries every kind of character a JSON
-        // writer must get right: quotes, a backslash, control characters
-        // (escaped by name and as `\u0007`), and text outside ASCII (two,
-        // three and four bytes of UTF-8; the last a surrogate pair in
-        // UTF-16, which RFC 8785 orders by). No draw picks it.
-        0 if escapes && n % 3 == 2 => {
-            format!("hello \"{n}\" from client {idx}: a\\b\tc\nd\u{7} \u{e9} \u{2713} \u{1f600}")
+        // Two plain texts in three carry characters a JSON writer must
+        // escape, or text outside ASCII: `escaped_text`. No draw picks it.
+        0 if escapes && !n.is_multiple_of(3) => {
+            escaped_text(n, &format!("hello {n} from client {idx}"))
         }
         0 => format!("hello {n} from client {idx}"),
         1 => format!("!sleep {} work {n}", w.range(Decision::Client, 200, 3000)),
@@ -415,6 +412,25 @@ pub fn turn_text(w: &mut World, scenario: Scenario, n: u64, idx: usize, escapes:
         // 1 or 2 failed attempts, then the message; 3 ends the turn
         // `failed` with a `modelError` (PROTOCOL.md 5).
         _ => format!("!retry {} try {n}", w.range(Decision::Client, 1, 3)),
+    }
+}
+
+/// `base` with characters a JSON writer must get right, by `k`: one kind
+/// alone (a quote, a backslash, control characters escaped by name, one
+/// escaped as `\u0001`, text outside ASCII in two, three and four bytes
+/// of UTF-8, the last a surrogate pair in UTF-16, which RFC 8785 orders
+/// by), or all of them. Alone, so that a writer which misses one kind is
+/// not saved by another in the same string; inside the string, where a
+/// word-at-a-time scan reads them (it reads a string's last few bytes one
+/// by one), at every offset in a word as `base` grows.
+pub fn escaped_text(k: u64, base: &str) -> String {
+    match k % 6 {
+        0 => format!("say \"{base}\" to {base}"),
+        1 => format!("{base} a\\b {base}"),
+        2 => format!("\t{base}\n{base}"),
+        3 => format!("{base}\u{1}{base}"),
+        4 => format!("\u{e9}{base} \u{2713} \u{1f600}"),
+        _ => format!("\"{base}\": a\\b\tc\nd\u{1} \u{e9} \u{2713} \u{1f600}"),
     }
 }
 
@@ -547,9 +563,9 @@ pub fn next_move(
             *counter += 1;
             let n = *counter;
             let mut set = Map::new();
-            // One value in four a string to escape (see `turn_text`).
-            let value = if escapes && n % 4 == 3 {
-                json!(format!("v\"{n}\"\\\t\u{1}\u{e9}\u{1f600}"))
+            // One value in two a string to escape (see `escaped_text`).
+            let value = if escapes && n % 2 == 1 {
+                json!(escaped_text(n / 2, &format!("v{n}")))
             } else {
                 json!(n)
             };

@@ -78,9 +78,9 @@ pub enum Draws {
     /// split at a drawn byte (a decision per delivered line), as TCP may
     /// cut it; the host's line splitter must join them.
     WithFragments,
-    /// Version 7: one plain turn text in three and one `state/update`
-    /// value in four carry characters a JSON writer must escape, and text
-    /// outside ASCII (`moves::turn_text`). No draw is added; the lines
+    /// Version 7: two plain turn texts in three and one `state/update`
+    /// value in two carry characters a JSON writer must escape, or text
+    /// outside ASCII (`moves::escaped_text`). No draw is added; the lines
     /// change, and with them the scripted agent's replies and the timing.
     #[default]
     WithEscapes,

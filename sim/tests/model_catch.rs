@@ -688,6 +688,54 @@ fn payload_identity_an_intake_recording_a_payload_no_request_carried() {
     caught(&h, "payload-identity");
 }
 
+/// A `state/update` whose id its request spelled in uppercase, recorded
+/// under `recorded` and named `evented` by its `state/updated`, answered
+/// and notified (PROTOCOL.md 3: the id is echoed exactly as sent).
+fn update_spelled(recorded: &str, evented: &str) -> H {
+    let sent = cid(11).to_ascii_uppercase();
+    let mut h = H::new();
+    h.start();
+    h.recv(
+        2,
+        "state/update",
+        json!({"commandId": sent, "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+    );
+    let ack = json!({"commandId": sent, "status": "accepted", "revision": 1});
+    let r = h.received(
+        recorded,
+        "state/update",
+        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
+        json!({"result": ack}),
+    );
+    let (e, p) = h.event(
+        "state/updated",
+        json!({"revision": 1, "set": {"a": 1}, "commandId": evented}),
+        Some(recorded),
+    );
+    let st = h.settled(recorded);
+    h.append(vec![r, e, st]);
+    h.sync();
+    h.answer(2, ack);
+    h.notify("state/updated", &p);
+    h
+}
+
+#[test]
+fn payload_identity_an_intake_recording_its_id_in_a_spelling_no_request_had() {
+    let upper = cid(11).to_ascii_uppercase();
+    clean(&update_spelled(&upper, &upper));
+    // The doctored host records (and echoes) the ledger's lowercase key.
+    let lower = cid(11);
+    caught(&update_spelled(&lower, &lower), "payload-identity");
+}
+
+#[test]
+fn exactly_once_an_effect_naming_its_command_in_another_spelling() {
+    let upper = cid(11).to_ascii_uppercase();
+    // The event names the command by its key, not as it was sent.
+    caught(&update_spelled(&upper, &cid(11)), "exactly-once-effect");
+}
+
 // ----- the ledger ---------------------------------------------------------
 
 #[test]

@@ -384,6 +384,8 @@ pub struct Model {
     /// Payload signatures of every command request any host received,
     /// by command id key.
     recv_sigs: BTreeMap<String, BTreeSet<String>>,
+    /// Every spelling of a command id any host received, by its key.
+    recv_spellings: BTreeMap<String, BTreeSet<String>>,
     /// Keys of command ids new to every ledger when a line naming them
     /// was refused ([`Model::refused`]), until a command of that id is
     /// answered.
@@ -1200,6 +1202,15 @@ impl Model {
                     self.rep.check(carried, "payload-identity", &format!("recorded-payload {cid}"), || {
                         format!("session {sid}: the intake of {method} {cid} records payload {params}, which no request with that id carried")
                     });
+                    // And the id as a request spelled it: answers and
+                    // events echo it exactly as sent (PROTOCOL.md 3).
+                    let spelled = self
+                        .recv_spellings
+                        .get(&wire::key(&cid))
+                        .is_some_and(|s| s.contains(&cid));
+                    self.rep.check(spelled, "payload-identity", &format!("recorded-id {cid}"), || {
+                        format!("session {sid}: the intake of {method} records command id {cid}, which no request spelled so")
+                    });
                     // Every earlier admission's promised effect was
                     // recorded with it (or its intake settled abandoned).
                     sess.check_owed(&mut self.rep, false);
@@ -1448,10 +1459,12 @@ impl Model {
             None
         };
         if let (Some(c), Some(sg)) = (&cid, &sig) {
-            self.recv_sigs
-                .entry(wire::key(c))
-                .or_default()
-                .insert(sg.clone());
+            let k = wire::key(c);
+            let spellings = self.recv_spellings.entry(k.clone()).or_default();
+            if !spellings.contains(c) {
+                spellings.insert(c.clone());
+            }
+            self.recv_sigs.entry(k).or_default().insert(sg.clone());
         }
         let sid = sid_of(&params);
         if let Some(s) = &sid {
@@ -3528,7 +3541,9 @@ impl Model {
             let unsynced = self.files.get(&sid).is_some_and(|f| f.consumed < f.len());
             let ok = !wire::CARRIERLESS_METHODS.contains(&m)
                 && match i {
-                    Some(i) => i.method == m && i.seq > last_seq,
+                    // Listed as recorded, letter for letter: the key
+                    // only found the intake.
+                    Some(i) => i.cid == cid && i.method == m && i.seq > last_seq,
                     None => unsynced,
                 };
             self.rep.check(ok, "pending-visible", &format!("listed {cid}"), || {

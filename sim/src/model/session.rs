@@ -1816,7 +1816,7 @@ impl Sess {
             },
         );
         rep.check(
-            wire::key(&c) == wire::key(&turn.cid),
+            c == turn.cid,
             "turn-lifecycle",
             &format!("unqueue-cid {t}"),
             || {
@@ -1919,6 +1919,10 @@ impl Sess {
                     rep.check(owed == Some(Owed::Steer(t.clone())), "exactly-once-effect", &format!("steer {k}"), || {
                         format!("session {id}: steered userMessage of command {c} into turn {t}, which no accepted steer owes (owed {owed:?})")
                     });
+                    let spelled = self.ledger.get(&k).is_none_or(|i| i.cid == c);
+                    rep.check(spelled, "exactly-once-effect", &format!("steer-cid {k}"), || {
+                        format!("session {id}: steered userMessage names command {c}, which its intake spelled otherwise (PROTOCOL.md 3: echoed exactly as sent)")
+                    });
                     let text = self
                         .ledger
                         .get(&k)
@@ -1935,9 +1939,7 @@ impl Sess {
                 } else {
                     let turn = self.turns.get(&t).cloned();
                     let ok = turn.as_ref().is_some_and(|x| {
-                        !x.user_message
-                            && wire::key(&x.cid) == wire::key(&c)
-                            && item["text"] == json!(x.text)
+                        !x.user_message && x.cid == c && item["text"] == json!(x.text)
                     });
                     rep.check(ok, "exactly-once-effect", &format!("um-once {t}"), || {
                         format!("session {id}: userMessage {item} does not open turn {t} once with its input")
@@ -2221,9 +2223,11 @@ impl Sess {
         );
         let k = wire::key(&c);
         let intake = self.ledger.get(&k).cloned();
-        let ok = intake
-            .as_ref()
-            .is_some_and(|i| i.owed == Some(Owed::Update(r)) && i.params["set"] == p["set"]);
+        // Its command named exactly as the intake spelled it
+        // (PROTOCOL.md 3: echoed exactly as sent).
+        let ok = intake.as_ref().is_some_and(|i| {
+            i.owed == Some(Owed::Update(r)) && i.params["set"] == p["set"] && i.cid == c
+        });
         rep.check(ok, "exactly-once-effect", &format!("upd {k}"), || {
             format!(
                 "session {id}: state/updated {p} is not what an accepted state/update owes ({:?})",

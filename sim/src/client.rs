@@ -118,6 +118,9 @@ pub struct Ctx {
     /// Texts and written values carry characters to escape
     /// ([`crate::plan::Draws::WithEscapes`] and later).
     pub escapes: bool,
+    /// One fresh command in five goes out with its id in uppercase
+    /// ([`crate::plan::Draws::WithUpperIds`] and later; SDK clients).
+    pub upper_ids: bool,
 }
 
 /// An SDK-like client.

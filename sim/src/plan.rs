@@ -82,13 +82,19 @@ pub enum Draws {
     /// value in two carry characters a JSON writer must escape, or text
     /// outside ASCII (`moves::escaped_text`). No draw is added; the lines
     /// change, and with them the scripted agent's replies and the timing.
-    #[default]
     WithEscapes,
+    /// Version 8: one fresh command in five an SDK client submits carries
+    /// its command id in uppercase from its first line (a UUID spelled as
+    /// RFC 9562 also allows), so the intake the host records and answers
+    /// with, and every later replay, starts from that spelling. No draw
+    /// is added.
+    #[default]
+    WithUpperIds,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithEscapes;
+    pub const CURRENT: Draws = Draws::WithUpperIds;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -100,6 +106,7 @@ impl Draws {
             Draws::WithHandshakeSlips => 5,
             Draws::WithFragments => 6,
             Draws::WithEscapes => 7,
+            Draws::WithUpperIds => 8,
         }
     }
 
@@ -113,6 +120,7 @@ impl Draws {
             5 => Some(Draws::WithHandshakeSlips),
             6 => Some(Draws::WithFragments),
             7 => Some(Draws::WithEscapes),
+            8 => Some(Draws::WithUpperIds),
             _ => None,
         }
     }

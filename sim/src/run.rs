@@ -606,6 +606,7 @@ impl Sim {
             idle_unload_ms: self.idle_unload_ms,
             subscribes: self.draws >= Draws::WithSubscriptions,
             escapes: self.draws >= Draws::WithEscapes,
+            upper_ids: self.draws >= Draws::WithUpperIds,
         }
     }
 

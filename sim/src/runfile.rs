@@ -497,7 +497,7 @@ mod tests {
     fn a_file_without_a_draws_version_replays_with_the_draws_before_stalls() {
         let f = sample();
         assert_eq!(f.draws, Draws::CURRENT);
-        assert_eq!(f.to_json()["drawsVersion"], json!(7));
+        assert_eq!(f.to_json()["drawsVersion"], json!(8));
         let mut v = f.to_json();
         v.as_object_mut().unwrap().remove("drawsVersion");
         v["faultMix"].as_object_mut().unwrap().remove("stall");

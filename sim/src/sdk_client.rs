@@ -124,6 +124,11 @@ pub struct SdkClient {
     known: crate::known::Known,
     budget: u32,
     counter: u64,
+    /// Fresh commands submitted; with `upper_ids`, every fifth goes out
+    /// with its id in uppercase (draws version 8).
+    fresh: u64,
+    /// [`Ctx::upper_ids`] of the step in progress.
+    upper_ids: bool,
     /// Observing reads sent: of each four, one asks metadata only
     /// (`excludeItems`), one a `view/page`, two the whole view (which
     /// one is the count's, with no draw of its own).
@@ -428,6 +433,8 @@ impl SdkClient {
             known: crate::known::Known::default(),
             budget,
             counter: 0,
+            fresh: 0,
+            upper_ids: false,
             observed: 0,
             issued: 0,
             thinned: BTreeMap::new(),
@@ -923,7 +930,19 @@ impl SdkClient {
     ) -> Option<usize> {
         let now = w.now_ms;
         let dbl = w.chance(Decision::Client, 80);
+        self.fresh += 1;
+        let upper = self.upper_ids && self.fresh.is_multiple_of(5);
         let (h, cid, wire) = match spec_of(method, &params) {
+            Some(spec) if upper => {
+                let spec = self.core.anchor(&spec);
+                let wire = spec.to_wire();
+                let id = uppercase(self.core.mint_command_id(now));
+                let h = self
+                    .core
+                    .submit_with_id(now, id.clone(), wire.clone())
+                    .ok()?;
+                (h, id, wire)
+            }
             Some(spec) => {
                 let spec = self.core.anchor(&spec);
                 let wire = spec.to_wire();
@@ -931,7 +950,10 @@ impl SdkClient {
                 (h, id, wire)
             }
             None => {
-                let id = self.core.mint_command_id(now);
+                let mut id = self.core.mint_command_id(now);
+                if upper {
+                    id = uppercase(id);
+                }
                 let wire = WireCommand::parse(method, bare(&params)).ok()?;
                 let h = self
                     .core
@@ -988,6 +1010,7 @@ impl SdkClient {
 
     fn step(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
         let now = w.now_ms;
+        self.upper_ids = ctx.upper_ids;
         if c.link.is_none() {
             if ctx.live_hosts.is_empty() {
                 return;
@@ -1439,6 +1462,11 @@ impl SdkClient {
         }
         self.active = self.reuse(c, w, &cid, &method, p, Purpose::Conflict);
     }
+}
+
+/// `id` spelled in uppercase: the same UUID, so the same command.
+fn uppercase(id: CommandId) -> CommandId {
+    CommandId::parse(&id.as_str().to_ascii_uppercase()).expect("a UUIDv7 in uppercase is one")
 }
 
 fn reconnect_permille(ctx: &Ctx) -> u64 {

@@ -679,14 +679,6 @@ pub struct DecodedLog {
     pub archive_len: u64,
 }
 
-impl DecodedLog {
-    /// Logical offset of physical offset `phys` (at or past the snapshot).
-    pub fn logical(&self, phys: u64) -> u64 {
-        debug_assert!(phys >= self.snapshot_bytes);
-        phys - self.snapshot_bytes + self.archive_len
-    }
-}
-
 /// Decodes a whole session log, applying the torn-tail rule. A snapshot is
 /// accepted only as the first record, and is checked
 /// ([`super::session::Session::check_snapshot`]) before anything trusts
@@ -1112,6 +1104,47 @@ mod tests {
         // Two members in the answer object: neither path reads it.
         let two = br#"{"record":"received","commandId":"c","method":"m","params":{},"signature":"s","answer":{"result":1,"error":2},"atMs":1}"#;
         assert_eq!(Record::decode(3, two), None);
+    }
+
+    /// A log of one frame whose payload fails its CRC, of type `t`.
+    fn one_damaged_frame(t: u8) -> Vec<u8> {
+        let mut bytes = crate::log::encode_frame(t, br#"{"record":"x","atMs":1}"#);
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x20;
+        bytes
+    }
+
+    #[test]
+    fn a_damaged_sole_snapshot_is_corrupt_and_a_damaged_sole_record_torn() {
+        // An ordinary record that fails its CRC at the log's end is a
+        // torn append, cut before the next one. A snapshot is never
+        // appended (written under another name, synced, renamed): a bad
+        // one is damage, and cutting it would lose the whole session.
+        for t in [1, 3, 4, 5] {
+            let d = decode_log(&one_damaged_frame(t)).expect("a torn tail");
+            assert!(d.torn && d.valid_len == 0, "type {t}");
+        }
+        let e = decode_log(&one_damaged_frame(SNAPSHOT_TYPE)).unwrap_err();
+        assert_eq!(e.offset, 0);
+        assert!(e.detail.starts_with("damaged snapshot"), "{}", e.detail);
+        // Too short to say what it is: a torn header, whatever it began as.
+        let cut = &one_damaged_frame(SNAPSHOT_TYPE)[..5];
+        assert!(decode_log(cut).expect("torn").torn);
+    }
+
+    #[test]
+    fn an_empty_prior_prefix_is_no_prefix() {
+        // The fold memo keeps the fold of an empty log too; going on from
+        // it must judge the first frame as the first frame.
+        let empty = LogShape {
+            valid_len: 0,
+            torn: false,
+            snapshot_bytes: 0,
+            archive_len: 0,
+        };
+        let bytes = one_damaged_frame(SNAPSHOT_TYPE);
+        let e = decode_log_each_from(&bytes, Some(empty), |_, _| {}).unwrap_err();
+        assert!(e.detail.starts_with("damaged snapshot"), "{}", e.detail);
     }
 
     #[test]

@@ -287,6 +287,26 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_anywhere_but_first_is_corrupt_with_or_without_a_prefix() {
+        let plain = a_log(0);
+        let compacted = a_log(8);
+        let (p, c) = (frame_ends(&plain), frame_ends(&compacted));
+        assert_eq!(compacted[5], crate::core::snapshot::SNAPSHOT_TYPE);
+        // The plain log's first two records, then the compacted log's
+        // snapshot (its first frame; this one has no parts).
+        let mut bytes = plain[..p[1]].to_vec();
+        bytes.extend_from_slice(&compacted[..c[0]]);
+        let whole = decode_log_each_from(&bytes, None, |_, _| {}).unwrap_err();
+        assert_eq!(whole.offset, p[1] as u64, "{whole:?}");
+        // Going on after a decoded prefix of one or both records.
+        for prefix in [p[0], p[1]] {
+            let prior = decode_log_each_from(&bytes[..prefix], None, |_, _| {}).unwrap();
+            let e = decode_log_each_from(&bytes, Some(prior), |_, _| {}).unwrap_err();
+            assert_eq!(e, whole, "after a prefix of {prefix} bytes");
+        }
+    }
+
+    #[test]
     fn a_memoised_fold_is_the_full_fold_of_every_extension_cut_and_damage() {
         use Step::*;
         for compact in [0, 8] {

@@ -29,6 +29,12 @@ fn hold(reg: &Registry, live: &AtomicUsize) {
     if let Take::Taken(lease) = reg.take(&path()).expect("model io") {
         let n = live.fetch_add(1, Ordering::SeqCst) + 1;
         assert!(n <= 1, "a lease is held twice");
+        // The registry knows what this process holds (the driver's
+        // accounting at exit reads it).
+        assert!(
+            reg.holds(&path()) && reg.held_count() == 1,
+            "a held lease unaccounted"
+        );
         thread::yield_now();
         live.fetch_sub(1, Ordering::SeqCst);
         drop(lease);
@@ -55,6 +61,10 @@ pub fn never_held_twice(bug: LeaseBug) {
         }
         assert_eq!(fs.owner(&path()), None, "every lease was released");
         assert_eq!(a.held_count() + b.held_count(), 0);
+        assert!(
+            !a.holds(&path()) && !b.holds(&path()),
+            "a released lease still counted"
+        );
     });
 }
 

@@ -235,6 +235,9 @@ struct Shrinker<'a> {
     best: Best,
     tried: BTreeSet<u64>,
     runs_count: u64,
+    /// How many times `best` was replaced by a simpler failing run (its
+    /// key only ever falls, so a change of this count is a change of it).
+    improvements: u64,
     max_runs: u64,
     progress: &'a mut dyn FnMut(u64, &Tally),
 }
@@ -301,6 +304,7 @@ pub fn shrink_to(
             result: first,
         },
         tried: BTreeSet::new(),
+        improvements: 0,
         runs_count: 1,
         max_runs,
         progress,
@@ -382,6 +386,7 @@ impl Shrinker<'_> {
             return false;
         }
         self.best = cand;
+        self.improvements += 1;
         (self.progress)(self.runs_count, &self.best.tally);
         true
     }
@@ -392,15 +397,16 @@ impl Shrinker<'_> {
     /// choice by choice often lets a whole kind go, and a sequence
     /// without it be cut short, long before the pass is through its
     /// hundreds of choices; waiting for its end spent the run budget.
-    fn checkpoint(&mut self, mark: &mut (u64, Vec<u64>)) {
+    /// `mark`: the run count and improvement count of the last time.
+    fn checkpoint(&mut self, mark: &mut (u64, u64)) {
         if self.runs_count < mark.0 + CHEAP_EVERY {
             return;
         }
-        if self.best.values != mark.1 {
+        if self.improvements != mark.1 {
             self.zero_kinds();
             self.truncate();
         }
-        *mark = (self.runs_count, self.best.values.clone());
+        *mark = (self.runs_count, self.improvements);
     }
 
     /// The shortest prefix that still fails (binary search; a prefix's
@@ -493,7 +499,7 @@ impl Shrinker<'_> {
     /// simplest (the way delta debugging narrows down).
     fn zero_chunks(&mut self) -> bool {
         let start_values = self.best.values.clone();
-        let mut mark = (self.runs_count, start_values.clone());
+        let mut mark = (self.runs_count, self.improvements);
         let mut size = self.best.values.len().div_ceil(2).max(1);
         loop {
             let mut end = self.best.values.len();
@@ -621,7 +627,7 @@ impl Shrinker<'_> {
     /// Lowers each non-simplest choice as far as it still fails.
     fn lower(&mut self) -> bool {
         let start_values = self.best.values.clone();
-        let mut mark = (self.runs_count, start_values.clone());
+        let mut mark = (self.runs_count, self.improvements);
         let mut i = self.best.values.len();
         while i > 0 && !self.out_of_budget() {
             self.checkpoint(&mut mark);

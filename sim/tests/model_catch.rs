@@ -736,6 +736,34 @@ fn exactly_once_an_effect_naming_its_command_in_another_spelling() {
     caught(&update_spelled(&upper, &cid(11)), "exactly-once-effect");
 }
 
+#[test]
+fn liveness_a_request_on_an_open_link_never_answered() {
+    // A bad line with an id and no method is a request the host must
+    // refuse (-32600 under its id), not a response it may drop.
+    let bad = json!({"jsonrpc": "2.0", "id": 7, "params": {"sessionId": S}}).to_string();
+    let mut h = H::new();
+    h.start();
+    h.push(
+        Actor::Client(0),
+        What::ClientSend {
+            link: 1,
+            line: bad.clone(),
+        },
+    );
+    h.host(What::HostRecv {
+        inc: 1,
+        link: 1,
+        line: bad,
+    });
+    let mut legal = h.clone();
+    legal.reject(
+        7,
+        json!({"code": -32600, "message": "not a request", "data": {"kind": "invalidRequest"}}),
+    );
+    clean(&legal);
+    caught(&h, "liveness");
+}
+
 // ----- the ledger ---------------------------------------------------------
 
 #[test]
@@ -2737,7 +2765,8 @@ fn read_consistency_a_holder_read_showing_what_is_not_durable() {
 }
 
 /// Link 2, opened to the running host without a handshake, carries
-/// `lines` (each read by the host); then the host sends `answer` on it.
+/// `lines` (each read by the host, which answers an `initialize` among
+/// them at once unless `answer` does); then the host sends `answer` on it.
 fn on_a_fresh_link(lines: &[Value], answer: Value) -> H {
     let mut h = H::new();
     h.start();
@@ -2755,6 +2784,12 @@ fn on_a_fresh_link(lines: &[Value], answer: Value) -> H {
             link: 2,
             line: line.to_string(),
         });
+        // A host answers every request it reads: an `initialize` that
+        // `answer` does not answer, at once.
+        if line["method"] == "initialize" && line["id"] != answer["id"] {
+            let ok = init_ok(line["id"].clone(), h.durable);
+            h.send_on(2, ok);
+        }
     }
     h.send_on(2, answer);
     h

@@ -737,6 +737,30 @@ impl Model {
                 );
             }
         }
+        // Every request a live host read on a link still open was
+        // answered (JSON-RPC 2.0: a request gets a response; a bad line
+        // with an id its refusal): the run ends quiescent, every line
+        // queued delivered.
+        let mut unanswered = Vec::new();
+        for (link, l) in &self.links {
+            let live = self
+                .hosts
+                .get(&l.host)
+                .is_some_and(|x| x.alive && x.inc == l.inc);
+            if l.closed || !live {
+                continue;
+            }
+            for ((id, _), r) in &l.reqs {
+                unanswered.push((*link, l.host, id.clone(), r.method.clone()));
+            }
+        }
+        for (link, h, id, method) in unanswered {
+            self.rep.fail_at_end(
+                "liveness",
+                &format!("unanswered {link} {id}"),
+                format!("host{h} read request {id} ({method:?}) on link{link}, which stayed open, and never answered it"),
+            );
+        }
         let sids: Vec<String> = self.sessions.keys().cloned().collect();
         for sid in sids {
             if self.rotten.contains_key(&sid) {

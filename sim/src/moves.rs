@@ -153,6 +153,10 @@ pub enum Malformed {
     /// field `commandId`), and no alias of the id the command goes under
     /// next.
     CommandIdUnhyphenated,
+    /// A request with an `id` and `params` but no `method` (and neither
+    /// `result` nor `error`, so not a response either): `-32600`, under
+    /// its id.
+    NoMethod,
 }
 
 /// The frame limit of every simulated host (`HostConfig::
@@ -163,7 +167,7 @@ pub const FRAME_LIMIT_BYTES: usize = 16 * 1024;
 
 impl Malformed {
     /// Every defect, in draw order (new ones go at the end).
-    pub const ALL: [Malformed; 32] = [
+    pub const ALL: [Malformed; 33] = [
         Malformed::NotJson,
         Malformed::Batch,
         Malformed::BoolId,
@@ -196,6 +200,7 @@ impl Malformed {
         Malformed::ReadExcludeItemsText,
         Malformed::InterruptTurnIdMalformed,
         Malformed::CommandIdUnhyphenated,
+        Malformed::NoMethod,
     ];
 
     /// The well-formed command this defect is made from, on `sid`: a
@@ -299,6 +304,7 @@ impl Malformed {
             | Malformed::Batch
             | Malformed::BoolId
             | Malformed::OldJsonrpc
+            | Malformed::NoMethod
             | Malformed::TrailingCr
             | Malformed::OverLimit
             | Malformed::AtLimit => {}
@@ -311,6 +317,11 @@ impl Malformed {
             Malformed::UnknownNotification => {
                 if let Some(o) = frame.as_object_mut() {
                     o.remove("id");
+                }
+            }
+            Malformed::NoMethod => {
+                if let Some(o) = frame.as_object_mut() {
+                    o.remove("method");
                 }
             }
             _ => {}

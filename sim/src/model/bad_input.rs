@@ -387,7 +387,7 @@ mod tests {
             let want = match kind {
                 Malformed::NotJson => (-32700, None, Value::Null),
                 Malformed::Batch | Malformed::BoolId => (-32600, None, Value::Null),
-                Malformed::OldJsonrpc => (-32600, None, id.clone()),
+                Malformed::OldJsonrpc | Malformed::NoMethod => (-32600, None, id.clone()),
                 Malformed::UnknownMethod | Malformed::UnknownMethodArrayParams => {
                     (-32601, None, id.clone())
                 }

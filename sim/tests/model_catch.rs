@@ -383,24 +383,37 @@ impl H {
     /// An accepted `state/update` by cid(n), request `id`, to `revision`.
     fn update(&mut self, id: u64, n: u32, expected: u64, set: Value) -> (Value, Value) {
         let c = cid(n);
+        self.update_spelled(id, [&c, &c, &c], expected, set)
+    }
+
+    /// [`H::update`] whose command id is spelled `sent` in the request
+    /// (and so in its ack), `recorded` in the log and `evented` in its
+    /// `state/updated`: `[sent, recorded, evented]`.
+    fn update_spelled(
+        &mut self,
+        id: u64,
+        [sent, recorded, evented]: [&str; 3],
+        expected: u64,
+        set: Value,
+    ) -> (Value, Value) {
         self.recv(
             id,
             "state/update",
-            json!({"commandId": c, "sessionId": S, "expectedRevision": expected, "set": set}),
+            json!({"commandId": sent, "sessionId": S, "expectedRevision": expected, "set": set}),
         );
-        let ack = json!({"commandId": c, "status": "accepted", "revision": expected + 1});
+        let ack = json!({"commandId": sent, "status": "accepted", "revision": expected + 1});
         let received = self.received(
-            &c,
+            recorded,
             "state/update",
             json!({"sessionId": S, "expectedRevision": expected, "set": set}),
             json!({"result": ack}),
         );
         let (e, p) = self.event(
             "state/updated",
-            json!({"revision": expected + 1, "set": set, "commandId": c}),
-            Some(&c),
+            json!({"revision": expected + 1, "set": set, "commandId": evented}),
+            Some(recorded),
         );
-        let settled = self.settled(&c);
+        let settled = self.settled(recorded);
         self.append(vec![received, e, settled]);
         self.sync();
         self.answer(id, ack.clone());
@@ -690,50 +703,29 @@ fn payload_identity_an_intake_recording_a_payload_no_request_carried() {
 
 /// A `state/update` whose id its request spelled in uppercase, recorded
 /// under `recorded` and named `evented` by its `state/updated`, answered
-/// and notified (PROTOCOL.md 3: the id is echoed exactly as sent).
-fn update_spelled(recorded: &str, evented: &str) -> H {
+/// and notified (PROTOCOL.md 2: the id is echoed exactly as sent).
+fn uppercase_update(recorded: &str, evented: &str) -> H {
     let sent = cid(11).to_ascii_uppercase();
     let mut h = H::new();
     h.start();
-    h.recv(
-        2,
-        "state/update",
-        json!({"commandId": sent, "sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
-    );
-    let ack = json!({"commandId": sent, "status": "accepted", "revision": 1});
-    let r = h.received(
-        recorded,
-        "state/update",
-        json!({"sessionId": S, "expectedRevision": 0, "set": {"a": 1}}),
-        json!({"result": ack}),
-    );
-    let (e, p) = h.event(
-        "state/updated",
-        json!({"revision": 1, "set": {"a": 1}, "commandId": evented}),
-        Some(recorded),
-    );
-    let st = h.settled(recorded);
-    h.append(vec![r, e, st]);
-    h.sync();
-    h.answer(2, ack);
-    h.notify("state/updated", &p);
+    h.update_spelled(2, [&sent, recorded, evented], 0, json!({"a": 1}));
     h
 }
 
 #[test]
 fn payload_identity_an_intake_recording_its_id_in_a_spelling_no_request_had() {
     let upper = cid(11).to_ascii_uppercase();
-    clean(&update_spelled(&upper, &upper));
+    clean(&uppercase_update(&upper, &upper));
     // The doctored host records (and echoes) the ledger's lowercase key.
     let lower = cid(11);
-    caught(&update_spelled(&lower, &lower), "payload-identity");
+    caught(&uppercase_update(&lower, &lower), "payload-identity");
 }
 
 #[test]
 fn exactly_once_an_effect_naming_its_command_in_another_spelling() {
     let upper = cid(11).to_ascii_uppercase();
     // The event names the command by its key, not as it was sent.
-    caught(&update_spelled(&upper, &cid(11)), "exactly-once-effect");
+    caught(&uppercase_update(&upper, &cid(11)), "exactly-once-effect");
 }
 
 #[test]

@@ -1227,7 +1227,7 @@ impl Model {
                         format!("session {sid}: the intake of {method} {cid} records payload {params}, which no request with that id carried")
                     });
                     // And the id as a request spelled it: answers and
-                    // events echo it exactly as sent (PROTOCOL.md 3).
+                    // events echo it exactly as sent (PROTOCOL.md 2).
                     let spelled = self
                         .recv_spellings
                         .get(&wire::key(&cid))

@@ -1921,7 +1921,7 @@ impl Sess {
                     });
                     let spelled = self.ledger.get(&k).is_none_or(|i| i.cid == c);
                     rep.check(spelled, "exactly-once-effect", &format!("steer-cid {k}"), || {
-                        format!("session {id}: steered userMessage names command {c}, which its intake spelled otherwise (PROTOCOL.md 3: echoed exactly as sent)")
+                        format!("session {id}: steered userMessage names command {c}, which its intake spelled otherwise (PROTOCOL.md 2: echoed exactly as sent)")
                     });
                     let text = self
                         .ledger
@@ -2224,7 +2224,7 @@ impl Sess {
         let k = wire::key(&c);
         let intake = self.ledger.get(&k).cloned();
         // Its command named exactly as the intake spelled it
-        // (PROTOCOL.md 3: echoed exactly as sent).
+        // (PROTOCOL.md 2: echoed exactly as sent).
         let ok = intake.as_ref().is_some_and(|i| {
             i.owed == Some(Owed::Update(r)) && i.params["set"] == p["set"] && i.cid == c
         });

@@ -1802,6 +1802,70 @@ fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered(
 }
 
 #[test]
+fn a_storage_failure_mid_drain_keeps_the_answers_it_does_not_cover() {
+    // A request answered at once (an unknown method) and then an intake,
+    // in one read: the answer is queued behind the intake's sync, and
+    // when that sync fails, only the session's own frames go. The other
+    // answer is already released; dropping it would leave its request
+    // unanswered on a live link (cargo-mutants: `is_view_frame_of ->
+    // true` passed every sweep, where the client times out and leaves).
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    h.fail_next_sync = true;
+    let unknown = json!({"jsonrpc": "2.0", "id": 2, "method": "no/such"});
+    let upd = json!({"jsonrpc": "2.0", "id": 3, "method": "state/update", "params":
+        {"sessionId": SID, "commandId": cid(90), "expectedRevision": 0, "set": {"a": 1}}});
+    h.send_raw(c, format!("{unknown}\n{upd}\n").as_bytes());
+    let f = h.take(c);
+    assert_eq!(response(&f, 2)["error"]["code"], json!(-32601), "{f:#?}");
+    assert_eq!(reason(&response(&f, 3)), "storageUnavailable", "{f:#?}");
+    assert_eq!(h.sync_count, 2, "the failed sync is the intake's");
+}
+
+#[test]
+fn a_storage_failure_mid_drain_keeps_other_sessions_frames() {
+    // Two sessions stream, each to its own connection: a shorter turn on
+    // SID ends (records, a sync) at a moment when a longer one on OTHER
+    // still sends ephemeral deltas, released in the same drain behind
+    // that sync. When the sync fails, SID's frames go; OTHER's stay
+    // (cargo-mutants: `is_view_frame_of`'s `&&` -> `||` drops every
+    // notification of the drain). Try every moment for the failure.
+    const OTHER: &str = "0198f0aa-1111-7000-8000-0000000000bb";
+    let long = "a long text for the other session, long enough to stream while the first one ends";
+    let mut judged = 0;
+    for delay in (0..60u64).step_by(2) {
+        let (mut h, c) = check(Durability::Durable);
+        let c2 = h.connect();
+        init(&mut h, c2);
+        start(&mut h, c);
+        req(
+            &mut h,
+            c2,
+            2,
+            "session/start",
+            json!({"commandId": cid(2), "sessionId": OTHER}),
+        );
+        let p = json!({"sessionId": OTHER, "commandId": cid(11), "input": [{"type": "text", "text": long}]});
+        let mut f = req(&mut h, c2, 3, "turn/start", p);
+        turn(&mut h, c, 4, 10, "a shorter text, two deltas", json!({}));
+        h.advance(delay);
+        h.fail_next_sync = true;
+        h.advance(3_000);
+        f.extend(h.take(c2));
+        let of = |m: &'static str| f.iter().filter(move |x| x["method"] == m);
+        if of("turn/completed").next().is_none() {
+            continue; // The failed sync was OTHER's own: it was dropped.
+        }
+        judged += 1;
+        let deltas: String = of("item/delta")
+            .map(|x| x["params"]["delta"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(deltas, format!("echo: {long}"), "delay {delay}");
+    }
+    assert!(judged >= 5, "OTHER outlived the failure {judged} times");
+}
+
+#[test]
 fn exclude_items_serves_metadata_only_and_is_part_of_a_resumes_payload() {
     let (mut h, c) = check(Durability::Durable);
     start(&mut h, c);

@@ -72,6 +72,8 @@ pub fn check_mixes() -> [(&'static str, FaultMix); 2] {
         power_permille: 0,
         effect_lost_permille: 100,
         rot_permille: 0,
+        // Off: the check's disk faults are failed syncs and a full disk.
+        read_fail_permille: 0,
         compact_records: 0,
     };
     [

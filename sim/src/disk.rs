@@ -12,6 +12,9 @@
 //! - `fsync-fail`: the sync fails and the unsynced bytes are lost (the
 //!   kernel dropped the dirty pages); the host is told so;
 //! - `disk-full`: during a window, appends fail;
+//! - `read-fail`: opening a session (before its lease is taken) or reading
+//!   its files without the lease fails, as an EIO would (`run.rs`
+//!   decides; the files are unchanged);
 //! - opening a log does not fsync it; a new log's directory entry is made
 //!   durable when it is created (the io layer fsyncs the directory then);
 //!   a truncation is followed by an fsync (as in `io::storage`);

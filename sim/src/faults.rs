@@ -10,7 +10,9 @@
 //!   `stall` makes a sync take 50-500 ms instead of 2-15 ms (a disk busy
 //!   with other writers), which widens every window between an append and
 //!   its sync: reads, crashes and replays that land in it;
-//!   `disk-full` fails appends during a window; synced bytes never change
+//!   `disk-full` fails appends during a window; `read-fail` fails the
+//!   reads of a session's files (opening it to load it, or reading it
+//!   without the lease), as an EIO would; synced bytes never change
 //!   (except under the `bitrot` scenario's deliberate damage);
 //! - process: `crash` at any output step, `crash-point` crash at a named
 //!   crash point, `restart` from the same disk after a delay. A crash is a
@@ -29,7 +31,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 17] = [
+pub const FAULT_NAMES: [&str; 18] = [
     "drop",
     "dup",
     "delay",
@@ -47,6 +49,7 @@ pub const FAULT_NAMES: [&str; 17] = [
     "restart",
     "effect-lost",
     "rot",
+    "read-fail",
 ];
 
 /// A fault level of a mix: on with `on_permille`, then one of `levels`;
@@ -106,6 +109,11 @@ pub struct FaultMix {
     /// After a sync, a synced byte of a record that others follow rots
     /// (at most once per run; the `bitrot` scenario only).
     pub rot_permille: u64,
+    /// Opening a session (to load it) or reading its files (without the
+    /// lease) fails, as an EIO would: the host must refuse what waited on
+    /// it `storageUnavailable`, having loaded or answered nothing from it.
+    /// Drawn only under [`Draws::WithReadFaults`] (0 in older runs).
+    pub read_fail_permille: u64,
     /// Sessions compact their log after this many records (0: never); see
     /// `run.rs`: compaction steps are crash points, and the judge then reads
     /// the trace with compaction translated away.
@@ -134,6 +142,7 @@ impl FaultMix {
             power_permille: pick(world, 600, &[200, 500, 1000]),
             effect_lost_permille: pick(world, 400, &[100, 300]),
             rot_permille: 0,
+            read_fail_permille: 0,
             compact_records: 0,
         };
         m.compact_records = pick(world, 300, &[8, 24, 64]);
@@ -151,6 +160,10 @@ impl FaultMix {
             // Last again, for the same reason.
             m.shutdown_permille = pick(world, 500, &[200, 500]);
         }
+        if draws >= Draws::WithReadFaults {
+            // Last again.
+            m.read_fail_permille = pick(world, 300, &[20, 100]);
+        }
         match scenario {
             Scenario::Mixed => {}
             Scenario::Turns => {
@@ -160,6 +173,7 @@ impl FaultMix {
                 m.fsync_fail_permille = 0;
                 m.stall_permille = 0;
                 m.disk_full_permille = 0;
+                m.read_fail_permille = 0;
             }
             Scenario::CrashStorm => {
                 m.crash_step_permille = m.crash_step_permille.max(4);
@@ -183,6 +197,7 @@ impl FaultMix {
                 m.fsync_fail_permille = 0;
                 m.stall_permille = 0;
                 m.disk_full_permille = 0;
+                m.read_fail_permille = 0;
                 m.crash_point_permille = m.crash_point_permille.min(50);
             }
         }
@@ -223,6 +238,7 @@ impl FaultMix {
             ("power", self.power_permille),
             ("effect-lost", self.effect_lost_permille),
             ("rot", self.rot_permille),
+            ("read-fail", self.read_fail_permille),
         ];
         let on: Vec<String> = parts
             .iter()

@@ -88,13 +88,17 @@ pub enum Draws {
     /// RFC 9562 also allows), so the intake the host records and answers
     /// with, and every later replay, starts from that spelling. No draw
     /// is added.
-    #[default]
     WithUpperIds,
+    /// Version 9: the fault mix then draws a `read-fail` level (last);
+    /// when it is on, opening or reading a session's files may fail (an
+    /// EIO: one more decision at each open and each read).
+    #[default]
+    WithReadFaults,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithUpperIds;
+    pub const CURRENT: Draws = Draws::WithReadFaults;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -107,6 +111,7 @@ impl Draws {
             Draws::WithFragments => 6,
             Draws::WithEscapes => 7,
             Draws::WithUpperIds => 8,
+            Draws::WithReadFaults => 9,
         }
     }
 
@@ -121,6 +126,7 @@ impl Draws {
             6 => Some(Draws::WithFragments),
             7 => Some(Draws::WithEscapes),
             8 => Some(Draws::WithUpperIds),
+            9 => Some(Draws::WithReadFaults),
             _ => None,
         }
     }

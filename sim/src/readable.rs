@@ -431,6 +431,7 @@ fn storage_session(w: &What) -> Option<&str> {
         | What::LeaseDenied { session, .. }
         | What::LeaseRelease { session, .. }
         | What::AppendFailed { session, .. }
+        | What::ReadFailed { session, .. }
         | What::Truncate { session, .. }
         | What::Synced { session, .. }
         | What::SyncFailed { session, .. }

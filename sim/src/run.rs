@@ -1189,7 +1189,11 @@ impl Sim {
                 mode,
                 token,
             } => {
-                let result = self.open(h, &session, mode);
+                let result = if self.read_fails(h, &session) {
+                    OpenResult::Failed(format!("reading session {session}: EIO (simulated)"))
+                } else {
+                    self.open(h, &session, mode)
+                };
                 if let Some(host) = self.hosts[h].host.as_mut() {
                     host.handle_opened(token, result, now);
                 }
@@ -1199,7 +1203,11 @@ impl Sim {
                 token,
                 history,
             } => {
+                let failed = self.read_fails(h, &session);
                 let result = match self.disk.files.get(&session) {
+                    _ if failed => {
+                        ReadResult::Failed(format!("reading session {session}: EIO (simulated)"))
+                    }
                     None => ReadResult::NotFound,
                     Some(f) => ReadResult::Found {
                         log: f.bytes.clone(),
@@ -1395,6 +1403,26 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// Whether host `h`'s open or read of `session`'s files fails now (the
+    /// `read-fail` fault; never while the run heals); counted and traced.
+    /// An open fails before it takes the lease, as the io layer's does
+    /// when it cannot read the log (its lease guard is dropped).
+    fn read_fails(&mut self, h: usize, session: &str) -> bool {
+        if self.healing || !self.w.chance(Decision::Disk, self.mix.read_fail_permille) {
+            return false;
+        }
+        self.count("read-fail");
+        let inc = self.hosts[h].inc;
+        self.note(
+            Actor::Host(h),
+            What::ReadFailed {
+                inc,
+                session: session.to_string(),
+            },
+        );
+        true
     }
 
     /// A write the disk refused (full, or a compaction that cannot copy):

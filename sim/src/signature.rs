@@ -419,6 +419,7 @@ impl Reader {
             What::Truncate { .. } => vec![Step::Word("truncate")],
             What::SyncFailed { .. } => vec![Step::Word("fsync-fail")],
             What::AppendFailed { .. } => vec![Step::Word("disk-full")],
+            What::ReadFailed { .. } => vec![Step::Word("read-fail")],
             What::NetDrop { .. } => vec![Step::Word("drop")],
             What::NetDup { link } => {
                 self.duplicated.insert(*link);

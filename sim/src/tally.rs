@@ -11,7 +11,7 @@ use crate::choice;
 use crate::run::RunResult;
 
 /// Fault counters that are faults proper (not crashes or restarts).
-const FAULTS: [&str; 10] = [
+const FAULTS: [&str; 11] = [
     "drop",
     "dup",
     "delay",
@@ -22,6 +22,7 @@ const FAULTS: [&str; 10] = [
     "fsync-fail",
     "disk-full",
     "effect-lost",
+    "read-fail",
 ];
 
 /// What a run did, counted.

@@ -93,6 +93,9 @@ pub enum What {
     },
     /// An append failed (disk full).
     AppendFailed { inc: u64, session: String },
+    /// Opening a session's files (to load it) or reading them (without
+    /// the lease) failed, as an EIO would; the host was told so.
+    ReadFailed { inc: u64, session: String },
     /// A host cut a torn tail.
     Truncate {
         inc: u64,
@@ -529,6 +532,11 @@ impl Entry {
                 h.u64(33);
                 h.u64(*inc);
             }
+            What::ReadFailed { inc, session } => {
+                h.u64(34);
+                h.u64(*inc);
+                h.str(session);
+            }
         }
         h.finish()
     }
@@ -625,6 +633,9 @@ impl fmt::Display for Entry {
                 "(inc {inc}) append to {} failed: disk full",
                 short(session)
             ),
+            What::ReadFailed { inc, session } => {
+                write!(f, "(inc {inc}) read of {} failed: EIO", short(session))
+            }
             What::Truncate {
                 inc,
                 session,

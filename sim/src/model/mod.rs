@@ -91,6 +91,9 @@ struct Req {
     /// be refused `storageUnavailable` ("nothing was acked or applied",
     /// PROTOCOL.md 3). Requests without a command id count any failure.
     failed_before_intake_durable: bool,
+    /// The failure was a read of the session's files (an open or a read
+    /// without the lease), for counting.
+    read_failed: bool,
     /// For `approval/listPending`: the session's durable approvals when it
     /// arrived, each with whether it was pending.
     approvals_at_recv: Option<BTreeMap<String, bool>>,
@@ -628,6 +631,7 @@ impl Model {
                 self.storage_failed(h, *inc, session);
             }
             What::AppendFailed { inc, session } => self.storage_failed(h, *inc, session),
+            What::ReadFailed { inc, session } => self.read_failed(h, *inc, session),
             // What a page or replay read there is judged in its answer.
             What::ArchiveRead { found: true, .. } => self.rep.hit("4.2 archived history read"),
             What::Phase(p) if p == "liveness" => self.healed = true,
@@ -1046,6 +1050,27 @@ impl Model {
                         if !r.cid.as_deref().is_some_and(durable_here) {
                             r.failed_before_intake_durable = true;
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Host `h` could not open or read `sid`'s files. It holds no load
+    /// of the session (a holder serves reads from memory and opens only
+    /// what it does not hold), so nothing of it was applied there: what
+    /// waited on that read may be refused `storageUnavailable`, and
+    /// nothing else changes. Requests of the session pending there count
+    /// it, as for a failed append: the model does not know which of them
+    /// waited on this read.
+    fn read_failed(&mut self, h: usize, inc: u64, sid: &str) {
+        for l in self.links.values_mut() {
+            if l.host == h && l.inc == inc {
+                for r in l.reqs.values_mut() {
+                    if r.sid.as_deref() == Some(sid) {
+                        r.storage_failed = true;
+                        r.failed_before_intake_durable = true;
+                        r.read_failed = true;
                     }
                 }
             }
@@ -1529,6 +1554,7 @@ impl Model {
             terminal_at_recv: false,
             storage_failed: false,
             failed_before_intake_durable: false,
+            read_failed: false,
             handshake_at_recv: self.links.get(&link).map(|l| l.handshake),
             approvals_at_recv: None,
             rot_memory_loads: sid
@@ -2677,12 +2703,13 @@ impl Model {
                     || req.window.is_empty()
                     || self.sessions.get(sid).is_some_and(|s| s.blind)
             }
-            // The simulated disk fails only appends and syncs, and a
+            // The simulated disk fails appends, syncs and reads, and a
             // rotten log's answers are judged before this: an internal
             // error (`storageUnavailable`, `logCorrupt` or none) is right
             // only after a storage failure of this session on this host,
             // one that came before this holder had made the command's
-            // intake durable (after, the command was applied).
+            // intake durable (after, the command was applied), or a
+            // failed read of its files there (nothing was loaded).
             -32603 => req.failed_before_intake_durable,
             -32600 => req.refused_before_handshake(e),
             // A resume from a cursor the host does not know: an ephemeral
@@ -2709,6 +2736,9 @@ impl Model {
         if ok && code == -32603 && req.cid.is_some() {
             self.rep
                 .hit("3 storageUnavailable before the intake was durable");
+        }
+        if ok && code == -32603 && req.read_failed {
+            self.rep.hit("3 storageUnavailable after a failed read");
         }
         self.rep.check(ok, "admission-decision", &format!("err {k} {}", self.rep.at), || {
             format!("host{h} answered {} {} in session {sid} with error {e}, whose condition never held while it was handled (holders {:?}, existed {}, spec {:?})", req.method, k, req.holders, req.existed, req.window)
@@ -3308,14 +3338,16 @@ impl Model {
 
     /// A read refused: only for a condition that held while it was
     /// handled. Reads need no lease (PROTOCOL.md 4.1), so `sessionInUse`
-    /// and `sessionNotLoaded` are never right; the simulated disk fails
-    /// only appends and syncs, so an internal error needs such a failure
-    /// or a rotten log; `sessionNotFound` needs a session that did not
+    /// and `sessionNotLoaded` are never right; an internal error needs a
+    /// failed append, sync or read of the session there, or a rotten log; `sessionNotFound` needs a session that did not
     /// exist (or a host that forgets, ephemeral); `missingAnchor` is a
     /// page's (judged by [`Model::page_refused`]).
     fn read_refused(&mut self, sid: &str, req: &Req, e: &Value) {
         let ok = match e["code"].as_i64().unwrap_or(0) {
             -32603 => {
+                if req.read_failed {
+                    self.rep.hit("3 storageUnavailable after a failed read");
+                }
                 req.storage_failed
                     || (self.rotten.contains_key(sid) && e["data"]["reason"] == "logCorrupt")
             }

@@ -201,6 +201,7 @@ pub const OBSERVED_RULES: &[&str] = &[
     "4.4 corrupt archive named",
     "4.1 idle unload on time",
     "3 storageUnavailable before the intake was durable",
+    "3 storageUnavailable after a failed read",
 ];
 
 /// Rules only the `bitrot` scenario reaches; a 100-seed `bitrot` sweep

@@ -756,6 +756,42 @@ fn liveness_a_request_on_an_open_link_never_answered() {
     caught(&h, "liveness");
 }
 
+#[test]
+fn liveness_a_request_hung_after_the_faults_healed() {
+    // Once the faults heal, a live host answers within the client's
+    // request timeout. A request it read then and still owed when the
+    // client gave up on the link (after its timeouts) was lost: a
+    // wake-up that never came, a load that never ended.
+    let timeout = msp_sim::client::REQUEST_TIMEOUT_MS;
+    let gives_up = |h: &mut H, after_ms: u64| {
+        h.t += after_ms;
+        h.push(
+            Actor::Client(0),
+            What::LinkClosed {
+                link: 1,
+                why: "client left",
+            },
+        );
+    };
+    let mut h = H::new();
+    h.start();
+    let mut before = h.clone();
+    h.push(Actor::World, What::Phase("liveness".into()));
+    h.recv(2, "session/read", json!({"sessionId": S}));
+    let mut early = h.clone();
+    gives_up(&mut h, timeout);
+    caught(&h, "liveness");
+    // Legal: the client leaves before the timeout (another request's
+    // error sends it to a fresh link), or the host read the request
+    // while faults could still slow it.
+    gives_up(&mut early, timeout - 10);
+    clean(&early);
+    before.recv(2, "session/read", json!({"sessionId": S}));
+    before.push(Actor::World, What::Phase("liveness".into()));
+    gives_up(&mut before, timeout);
+    clean(&before);
+}
+
 // ----- the ledger ---------------------------------------------------------
 
 #[test]

@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
+use crate::client::REQUEST_TIMEOUT_MS;
 use crate::run::{SHUTDOWN_GRACE_MS, START_MS};
 use crate::trace::{Actor, Entry, Trace, What};
 use crate::workload::Scenario;
@@ -70,6 +71,8 @@ struct Req {
     sig: Option<String>,
     /// Trace index of the host's receipt.
     recv_at: usize,
+    /// Host-clock time of the host's receipt.
+    recv_ms: u64,
     /// The session's durable head in the model at the host's receipt (a
     /// `view/page` must reach at least this far).
     floor: u64,
@@ -412,6 +415,8 @@ pub struct Model {
     eph_owner: BTreeMap<String, (usize, u64)>,
     /// Faults healed: the run must converge by its end.
     healed: bool,
+    /// Host-clock time the faults healed at.
+    healed_at_ms: Option<u64>,
     /// Host-clock time of the last entry observed.
     last_ms: u64,
     /// The run's `--idle-unload-ms` (from its fault-mix line; 0: never).
@@ -560,6 +565,7 @@ impl Model {
                         .collect(),
                     _ => Vec::new(),
                 };
+                self.hung_requests(*link, now_ms);
                 if let Some(l) = self.links.get_mut(link) {
                     l.closed = true;
                     // Events held for an answer owed on this link go on.
@@ -634,7 +640,10 @@ impl Model {
             What::ReadFailed { inc, session } => self.read_failed(h, *inc, session),
             // What a page or replay read there is judged in its answer.
             What::ArchiveRead { found: true, .. } => self.rep.hit("4.2 archived history read"),
-            What::Phase(p) if p == "liveness" => self.healed = true,
+            What::Phase(p) if p == "liveness" => {
+                self.healed = true;
+                self.healed_at_ms = Some(now_ms);
+            }
             What::BitRot { session, offset } => {
                 // The holder, or the last one if none took the lease since
                 // it released it (its unload's frames may still go out).
@@ -1017,6 +1026,45 @@ impl Model {
         // a rot before that grant is its too.
         self.released_by.insert(sid.to_string(), (h, inc));
         self.holder_seen(sid, None);
+    }
+
+    /// Link `link` closes at `now_ms`. Once the faults have healed, a
+    /// live host has nothing slow left: no stalled or failed sync, no full
+    /// disk, no crash, every load at once. So every request it reads from
+    /// then on is answered before the client's request timeout; one still
+    /// waiting when its link closes that long after the host read it was
+    /// lost by the host (a wake-up that never came, a load that never
+    /// ended). The clients give up on such a link after their timeouts,
+    /// so this is where a request that hangs for ever shows, as the end
+    /// of the run is for one whose link stays open.
+    fn hung_requests(&mut self, link: u64, now_ms: u64) {
+        let Some(healed) = self.healed_at_ms else {
+            return;
+        };
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        let live = self
+            .hosts
+            .get(&l.host)
+            .is_some_and(|x| x.alive && x.inc == l.inc);
+        if l.closed || !live {
+            return;
+        }
+        let hung: Vec<(String, String, u64)> = l
+            .reqs
+            .iter()
+            .filter(|(_, r)| r.recv_ms >= healed && now_ms >= r.recv_ms + REQUEST_TIMEOUT_MS)
+            .map(|((id, _), r)| (id.clone(), r.method.clone(), now_ms - r.recv_ms))
+            .collect();
+        let h = l.host;
+        for (id, method, waited) in hung {
+            self.rep.fail(
+                "liveness",
+                &format!("hung {link} {id}"),
+                format!("host{h} read request {id} ({method:?}) on link{link} after the faults healed and had not answered it {waited} ms later, when the link closed (a healed host answers within the client's {REQUEST_TIMEOUT_MS} ms timeout)"),
+            );
+        }
     }
 
     fn storage_failed(&mut self, h: usize, inc: u64, sid: &str) {
@@ -1543,6 +1591,7 @@ impl Model {
             sid: sid.clone(),
             sig,
             recv_at: self.rep.at,
+            recv_ms: self.last_ms,
             floor: sid
                 .as_ref()
                 .and_then(|s| self.sessions.get(s))
@@ -1634,6 +1683,7 @@ impl Model {
         let key = x.id.to_string();
         let r = Req {
             recv_at: self.rep.at,
+            recv_ms: self.last_ms,
             handshake_at_recv: handshake,
             refusal: Some(x),
             ..Req::default()

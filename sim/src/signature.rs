@@ -67,7 +67,7 @@ pub enum Step {
 /// streams a delta every 10 ms).
 pub const STREAMING_WINDOW_MS: u64 = 20;
 
-const WORDS: [&str; 17] = [
+const WORDS: [&str; 18] = [
     "load-unsynced",
     "storage-fail-streaming",
     "power-loss",
@@ -76,6 +76,7 @@ const WORDS: [&str; 17] = [
     "truncate",
     "fsync-fail",
     "disk-full",
+    "read-fail",
     "drop",
     "dup",
     "reorder",
@@ -555,6 +556,31 @@ mod tests {
             "storage-fail-streaming",
         ] {
             assert_eq!(Step::parse(s).unwrap().to_string(), s);
+        }
+        // Every word a trace entry turns into parses back (a shrunk run
+        // with a read fault could not be saved before "read-fail" was
+        // listed).
+        for what in [
+            What::ReadFailed {
+                inc: 1,
+                session: "s".into(),
+            },
+            What::AppendFailed {
+                inc: 1,
+                session: "s".into(),
+            },
+            What::LeaseDenied {
+                inc: 1,
+                session: "s".into(),
+            },
+            What::NetReorder { link: 1 },
+        ] {
+            let mut t = Trace::new();
+            t.push(1, Actor::Host(0), what);
+            let steps = derive(&t);
+            assert_eq!(steps.len(), 1, "{steps:?}");
+            let text = steps[0].to_string();
+            assert_eq!(Step::parse(&text).map(|s| s.to_string()), Ok(text));
         }
         assert!(Step::parse("explode").is_err());
         assert!(Step::parse("send").is_err());

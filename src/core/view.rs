@@ -706,8 +706,13 @@ impl Host {
                     }
                     None => l.s.cursor(l.s.head_n()),
                 };
+                // The head may name events not yet durable: the answer
+                // waits for them, and becomes `storageUnavailable` if
+                // their sync fails (the reload's next events reuse those
+                // ordinals; a client that kept this head would skip them).
                 let head = l.s.cursor(l.s.head_n());
-                self.respond(conn, id, &answer(json!({"viewCursor": head})), None);
+                let gate = self.gate_now(sid);
+                self.respond(conn, id, &answer(json!({"viewCursor": head})), gate);
                 self.subscribe_after(conn, sid, &after);
             }
             Read::Page {

@@ -43,12 +43,8 @@ pub fn iso8601(unix_ms: u64) -> String {
 /// command sets it; its `source` is `startup` until the session is
 /// resumed, `replay` from then on (the public transcripts' vocabulary:
 /// every `session/start` answer says `startup`, every `session/resume`
-/// answer `replay`).
-pub fn approval_mode(s: &Session) -> Value {
-    approval_mode_j(s).into_value()
-}
-
-/// [`approval_mode`], borrowed for writing in place.
+/// answer `replay`). Written in place into the `Session` object and the
+/// snapshot.
 fn approval_mode_j(s: &Session) -> J<'static> {
     let source = if s.resumed { "replay" } else { "startup" };
     J::Obj(vec![
@@ -312,11 +308,13 @@ fn durable_head(s: &Session, synced_bytes: u64) -> u64 {
         .rev()
         .find(|e| e.durable_at <= synced_bytes)
         .map(|e| e.n);
-    match durable_mem {
-        Some(n) => n,
-        None if s.archive_len <= synced_bytes => s.first_in_memory_n() - 1,
-        None => 0,
-    }
+    durable_mem.unwrap_or_else(|| {
+        // The archive lies before the log as loaded, which the caller
+        // waited to see synced, and before anything compacted since (a
+        // compaction is answered like the sync that makes it durable).
+        debug_assert!(s.archive_len <= synced_bytes, "archived events are durable");
+        s.first_in_memory_n() - 1
+    })
 }
 
 /// The ordinals of a page (ascending) and the ordinal that anchors the next
@@ -1049,7 +1047,10 @@ mod tests {
             let want = reference::pending_requests_value(&s);
             assert_eq!(pending_requests_j(&s).to_vec(), bytes(&want));
             assert_eq!(pending_requests_value(&s), want);
-            assert_eq!(approval_mode(&s), reference::approval_mode(&s));
+            assert_eq!(
+                approval_mode_j(&s).into_value(),
+                reference::approval_mode(&s)
+            );
             let want = reference::list_pending(&s);
             assert_eq!(list_pending_j(&s).to_vec(), bytes(&want));
         }

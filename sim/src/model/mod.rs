@@ -756,11 +756,7 @@ impl Model {
         // queued delivered.
         let mut unanswered = Vec::new();
         for (link, l) in &self.links {
-            let live = self
-                .hosts
-                .get(&l.host)
-                .is_some_and(|x| x.alive && x.inc == l.inc);
-            if l.closed || !live {
+            if !self.open_to_live_host(l) {
                 continue;
             }
             for ((id, _), r) in &l.reqs {
@@ -1028,6 +1024,16 @@ impl Model {
         self.holder_seen(sid, None);
     }
 
+    /// Whether link `l` is open and its host incarnation alive: what the
+    /// host read there it still owes an answer.
+    fn open_to_live_host(&self, l: &LinkSt) -> bool {
+        !l.closed
+            && self
+                .hosts
+                .get(&l.host)
+                .is_some_and(|x| x.alive && x.inc == l.inc)
+    }
+
     /// Link `link` closes at `now_ms`. Once the faults have healed, a
     /// live host has nothing slow left: no stalled or failed sync, no full
     /// disk, no crash, every load at once. So every request it reads from
@@ -1044,11 +1050,7 @@ impl Model {
         let Some(l) = self.links.get(&link) else {
             return;
         };
-        let live = self
-            .hosts
-            .get(&l.host)
-            .is_some_and(|x| x.alive && x.inc == l.inc);
-        if l.closed || !live {
+        if !self.open_to_live_host(l) {
             return;
         }
         let hung: Vec<(String, String, u64)> = l

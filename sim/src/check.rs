@@ -74,6 +74,7 @@ pub fn check_mixes() -> [(&'static str, FaultMix); 2] {
         rot_permille: 0,
         // Off: the check's disk faults are failed syncs and a full disk.
         read_fail_permille: 0,
+        solo_sync_permille: 0,
         compact_records: 0,
     };
     [

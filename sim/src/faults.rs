@@ -31,7 +31,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 18] = [
+pub const FAULT_NAMES: [&str; 19] = [
     "drop",
     "dup",
     "delay",
@@ -50,6 +50,7 @@ pub const FAULT_NAMES: [&str; 18] = [
     "effect-lost",
     "rot",
     "read-fail",
+    "solo-sync",
 ];
 
 /// A fault level of a mix: on with `on_permille`, then one of `levels`;
@@ -114,6 +115,13 @@ pub struct FaultMix {
     /// it `storageUnavailable`, having loaded or answered nothing from it.
     /// Drawn only under [`Draws::WithReadFaults`] (0 in older runs).
     pub read_fail_permille: u64,
+    /// A host incarnation starts without group commit
+    /// (`HostConfig::group_commit` off, as `msp serve --no-group-commit`):
+    /// every intake then gets a sync of its own, and a command that finds
+    /// its session's sync busy waits for it. Per start, so one run may mix
+    /// both modes over the same logs. Drawn only under
+    /// [`Draws::WithSoloSyncs`] (0 in older runs).
+    pub solo_sync_permille: u64,
     /// Sessions compact their log after this many records (0: never); see
     /// `run.rs`: compaction steps are crash points, and the judge then reads
     /// the trace with compaction translated away.
@@ -143,6 +151,7 @@ impl FaultMix {
             effect_lost_permille: pick(world, 400, &[100, 300]),
             rot_permille: 0,
             read_fail_permille: 0,
+            solo_sync_permille: 0,
             compact_records: 0,
         };
         m.compact_records = pick(world, 300, &[8, 24, 64]);
@@ -163,6 +172,10 @@ impl FaultMix {
         if draws >= Draws::WithReadFaults {
             // Last again.
             m.read_fail_permille = pick(world, 300, &[20, 100]);
+        }
+        if draws >= Draws::WithSoloSyncs {
+            // Last again.
+            m.solo_sync_permille = pick(world, 300, &[500, 1000]);
         }
         match scenario {
             Scenario::Mixed => {}
@@ -198,6 +211,8 @@ impl FaultMix {
                 m.stall_permille = 0;
                 m.disk_full_permille = 0;
                 m.read_fail_permille = 0;
+                // Nothing is synced in memory.
+                m.solo_sync_permille = 0;
                 m.crash_point_permille = m.crash_point_permille.min(50);
             }
         }
@@ -239,6 +254,7 @@ impl FaultMix {
             ("effect-lost", self.effect_lost_permille),
             ("rot", self.rot_permille),
             ("read-fail", self.read_fail_permille),
+            ("solo-sync", self.solo_sync_permille),
         ];
         let on: Vec<String> = parts
             .iter()

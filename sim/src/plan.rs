@@ -92,13 +92,17 @@ pub enum Draws {
     /// Version 9: the fault mix then draws a `read-fail` level (last);
     /// when it is on, opening or reading a session's files may fail (an
     /// EIO: one more decision at each open and each read).
-    #[default]
     WithReadFaults,
+    /// Version 10: the fault mix then draws a `solo-sync` level (last);
+    /// when it is on, each host start draws whether that incarnation runs
+    /// without group commit (one more decision at each start).
+    #[default]
+    WithSoloSyncs,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithReadFaults;
+    pub const CURRENT: Draws = Draws::WithSoloSyncs;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -112,6 +116,7 @@ impl Draws {
             Draws::WithEscapes => 7,
             Draws::WithUpperIds => 8,
             Draws::WithReadFaults => 9,
+            Draws::WithSoloSyncs => 10,
         }
     }
 
@@ -127,6 +132,7 @@ impl Draws {
             7 => Some(Draws::WithEscapes),
             8 => Some(Draws::WithUpperIds),
             9 => Some(Draws::WithReadFaults),
+            10 => Some(Draws::WithSoloSyncs),
             _ => None,
         }
     }

@@ -48,15 +48,13 @@ impl HostProc {
         }
     }
 
-    /// Starts a new incarnation.
-    /// `compact_records`: [`HostConfig::compact_records`] (0, the default
-    /// of a run, never compacts: the reference model does not read
-    /// snapshots yet).
+    /// Starts a new incarnation with `HostConfig::idle_unload_ms`,
+    /// `compact_records` (0 never compacts) and `group_commit` as given.
     pub fn start(
         &mut self,
         durability: Durability,
         seed: u64,
-        (idle_unload_ms, compact_records): (u64, u64),
+        (idle_unload_ms, compact_records, group_commit): (u64, u64, bool),
         now_ms: u64,
         bugs: BugSet,
     ) {
@@ -64,6 +62,7 @@ impl HostProc {
         let mut cfg = HostConfig::new(DATA_DIR, durability, seed);
         cfg.idle_unload_ms = idle_unload_ms;
         cfg.compact_records = compact_records;
+        cfg.group_commit = group_commit;
         cfg.frame_limit_bytes = crate::moves::FRAME_LIMIT_BYTES;
         self.inc += 1;
         self.host = Some(Host::with_agent(

@@ -567,11 +567,14 @@ impl Sim {
     fn start_host(&mut self, h: usize) {
         let seed = self.w.bits128(Decision::Ids) as u64;
         self.host_seeds[h] = seed;
+        // Drawn only when the level is on (runs drawn before it draw
+        // nothing here).
+        let solo_syncs = self.w.chance(Decision::Disk, self.mix.solo_sync_permille);
         let now = self.w.now_ms;
         self.hosts[h].start(
             self.durability,
             seed,
-            (self.idle_unload_ms, self.compact_records),
+            (self.idle_unload_ms, self.compact_records, !solo_syncs),
             now,
             self.bugs,
         );
@@ -579,11 +582,15 @@ impl Sim {
         if inc > 1 {
             self.count("restart");
         }
+        if solo_syncs {
+            self.count("solo-sync");
+        }
         self.note(
             Actor::Host(h),
             What::HostStart {
                 inc,
                 durable: self.durability == Durability::Durable,
+                solo_syncs,
             },
         );
     }

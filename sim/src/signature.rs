@@ -67,7 +67,7 @@ pub enum Step {
 /// streams a delta every 10 ms).
 pub const STREAMING_WINDOW_MS: u64 = 20;
 
-const WORDS: [&str; 18] = [
+const WORDS: [&str; 19] = [
     "load-unsynced",
     "storage-fail-streaming",
     "power-loss",
@@ -86,6 +86,7 @@ const WORDS: [&str; 18] = [
     "rot",
     "compact",
     "shutdown",
+    "solo-sync",
 ];
 
 impl Step {
@@ -415,7 +416,14 @@ impl Reader {
             What::HostCrash { point, .. } => vec![Step::Crash(point.map(str::to_string))],
             What::PowerLoss => vec![Step::Word("power-loss")],
             What::HostShutdown { .. } => vec![Step::Word("shutdown")],
-            What::HostStart { inc, .. } if *inc > 1 => vec![Step::Word("restart")],
+            What::HostStart {
+                inc, solo_syncs, ..
+            } => {
+                // A restart, and (apart) a start without group commit.
+                let restart = (*inc > 1).then_some(Step::Word("restart"));
+                let solo = solo_syncs.then_some(Step::Word("solo-sync"));
+                restart.into_iter().chain(solo).collect()
+            }
             What::CrashKeep { torn: true, .. } => vec![Step::Word("tear")],
             What::Truncate { .. } => vec![Step::Word("truncate")],
             What::SyncFailed { .. } => vec![Step::Word("fsync-fail")],
@@ -574,6 +582,11 @@ mod tests {
                 session: "s".into(),
             },
             What::NetReorder { link: 1 },
+            What::HostStart {
+                inc: 1,
+                durable: true,
+                solo_syncs: true,
+            },
         ] {
             let mut t = Trace::new();
             t.push(1, Actor::Host(0), what);
@@ -616,6 +629,7 @@ mod tests {
             What::HostStart {
                 inc: 2,
                 durable: true,
+                solo_syncs: false,
             },
         );
         t.push(

@@ -44,8 +44,13 @@ pub enum What {
     Phase(String),
     /// The seed's fault mix.
     FaultMix(String),
-    /// A host incarnation started (`inc` counts from 1 per host).
-    HostStart { inc: u64, durable: bool },
+    /// A host incarnation started (`inc` counts from 1 per host);
+    /// `solo_syncs`: without group commit (one sync per intake).
+    HostStart {
+        inc: u64,
+        durable: bool,
+        solo_syncs: bool,
+    },
     /// The machine lost power: every host dies, unsynced bytes are lost.
     PowerLoss,
     /// A synced byte of a session log rotted (the `bitrot` scenario).
@@ -311,10 +316,19 @@ impl Entry {
                 h.u64(1);
                 h.str(m);
             }
-            What::HostStart { inc, durable } => {
+            What::HostStart {
+                inc,
+                durable,
+                solo_syncs,
+            } => {
                 h.u64(2);
                 h.u64(*inc);
                 h.u64(b(*durable));
+                // Only when on, so runs drawn before the mode hash as
+                // they did.
+                if *solo_syncs {
+                    h.u64(35);
+                }
             }
             What::PowerLoss => h.u64(3),
             What::BitRot { session, offset } => {
@@ -556,11 +570,20 @@ impl fmt::Display for Entry {
         match &self.what {
             What::Phase(p) => write!(f, "== phase {p} =="),
             What::FaultMix(m) => write!(f, "fault mix: {m}"),
-            What::HostStart { inc, durable } => {
+            What::HostStart {
+                inc,
+                durable,
+                solo_syncs,
+            } => {
                 write!(
                     f,
-                    "start incarnation {inc} ({})",
-                    if *durable { "durable" } else { "ephemeral" }
+                    "start incarnation {inc} ({}{})",
+                    if *durable { "durable" } else { "ephemeral" },
+                    if *solo_syncs {
+                        ", one sync per intake"
+                    } else {
+                        ""
+                    }
                 )
             }
             What::PowerLoss => write!(f, "POWER LOSS: every host dies, unsynced bytes are lost"),

@@ -73,7 +73,11 @@ impl H {
     /// Host 0 starts incarnation `inc`.
     fn host_starts(&mut self, inc: u64, durable: bool) {
         self.durable = durable;
-        self.host(What::HostStart { inc, durable });
+        self.host(What::HostStart {
+            inc,
+            durable,
+            solo_syncs: false,
+        });
     }
 
     /// Client `link - 1` opens `link` to host 0's incarnation `inc` and
@@ -1741,6 +1745,7 @@ fn admission_decision_not_loaded_while_another_host_holds_the_lease() {
             What::HostStart {
                 inc: 1,
                 durable: true,
+                solo_syncs: false,
             },
         );
         h.push(

@@ -509,7 +509,7 @@ impl Model {
                     .and_then(|x| x.parse().ok())
                     .unwrap_or(0);
             }
-            What::HostStart { inc, durable } => {
+            What::HostStart { inc, durable, .. } => {
                 let st = self.hosts.entry(h).or_default();
                 st.inc = *inc;
                 st.alive = true;

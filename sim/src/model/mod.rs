@@ -1036,13 +1036,14 @@ impl Model {
 
     /// Link `link` closes at `now_ms`. Once the faults have healed, a
     /// live host has nothing slow left: no stalled or failed sync, no full
-    /// disk, no crash, every load at once. So every request it reads from
-    /// then on is answered before the client's request timeout; one still
-    /// waiting when its link closes that long after the host read it was
-    /// lost by the host (a wake-up that never came, a load that never
-    /// ended). The clients give up on such a link after their timeouts,
-    /// so this is where a request that hangs for ever shows, as the end
-    /// of the run is for one whose link stays open.
+    /// disk, no crash, every load at once. So every request it owes is
+    /// answered before the client's request timeout, counted from when
+    /// the host read it or, for one read earlier, from the heal (what
+    /// slowed it then has ended); one still waiting when its link closes
+    /// later than that was lost by the host (a wake-up that never came, a
+    /// load that never ended). The clients give up on such a link after
+    /// their timeouts, so this is where a request that hangs for ever
+    /// shows, as the end of the run is for one whose link stays open.
     fn hung_requests(&mut self, link: u64, now_ms: u64) {
         let Some(healed) = self.healed_at_ms else {
             return;
@@ -1056,15 +1057,16 @@ impl Model {
         let hung: Vec<(String, String, u64)> = l
             .reqs
             .iter()
-            .filter(|(_, r)| r.recv_ms >= healed && now_ms >= r.recv_ms + REQUEST_TIMEOUT_MS)
+            .filter(|(_, r)| now_ms >= r.recv_ms.max(healed) + REQUEST_TIMEOUT_MS)
             .map(|((id, _), r)| (id.clone(), r.method.clone(), now_ms - r.recv_ms))
             .collect();
         let h = l.host;
         for (id, method, waited) in hung {
+            let since_heal = now_ms - healed.min(now_ms);
             self.rep.fail(
                 "liveness",
                 &format!("hung {link} {id}"),
-                format!("host{h} read request {id} ({method:?}) on link{link} after the faults healed and had not answered it {waited} ms later, when the link closed (a healed host answers within the client's {REQUEST_TIMEOUT_MS} ms timeout)"),
+                format!("host{h} read request {id} ({method:?}) on link{link} and had not answered it {waited} ms later ({since_heal} ms after the faults healed), when the link closed (a healed host answers within the client's {REQUEST_TIMEOUT_MS} ms timeout)"),
             );
         }
     }

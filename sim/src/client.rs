@@ -121,6 +121,10 @@ pub struct Ctx {
     /// One fresh command in five goes out with its id in uppercase
     /// ([`crate::plan::Draws::WithUpperIds`] and later; SDK clients).
     pub upper_ids: bool,
+    /// A conflict probe may reuse a carrier-less row's id for a durable
+    /// command ([`crate::plan::Draws::WithSoloSyncs`] and later; see
+    /// [`crate::moves::respell`]).
+    pub crossing: bool,
 }
 
 /// An SDK-like client.
@@ -601,7 +605,7 @@ impl Client {
             Move::Submit(m, p) => (m, p),
             Move::Turn => return self.pick_turn(w, ctx, out, &sid),
             Move::Approval(a) => return self.decide_approval(w, &a, out, false),
-            Move::Conflict => return self.conflict_probe(w, out, &sid),
+            Move::Conflict => return self.conflict_probe(w, out, &sid, ctx.crossing),
             Move::IdleUntil(t) => {
                 self.idle_until_ms = t;
                 return;
@@ -791,7 +795,7 @@ impl Client {
     /// Reuses an answered command's id (any method) with another payload:
     /// exactly one defined param changed (PROTOCOL.md 4.1's table), or for
     /// `task/stopAll`, whose one param names the session, another method.
-    fn conflict_probe(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str) {
+    fn conflict_probe(&mut self, w: &mut World, out: &mut Vec<Action>, sid: &str, crossing: bool) {
         let candidates: Vec<usize> = self
             .cmds
             .iter()
@@ -821,7 +825,7 @@ impl Client {
         };
         let other = self.mint(w);
         let flip = w.chance(Decision::Client, 500);
-        if !crate::moves::respell(&mut method, &mut p, sid, n, &other, flip) {
+        if !crate::moves::respell(&mut method, &mut p, sid, (n, &other), flip, crossing) {
             return;
         }
         let i = self.push_cmd(w, cid, &method, p, Purpose::Conflict);

@@ -625,17 +625,29 @@ pub fn next_move(
 /// Changes exactly one defined param of an answered command's payload
 /// (or, for `task/stopAll`, its method), for a deliberate
 /// `command_id_conflict`: `n` numbers the probe, `other` is a fresh id,
-/// `flip` picks between the two changes some methods have. `false` when
+/// `flip` picks between the two changes some methods have. With
+/// `crossing` (draws version 10 and later), a carrier-less row's flipped
+/// probe is a durable `state/update` instead: the id a carrier-less row
+/// took for the host's lifetime must not become an intake. `false` when
 /// the method has none.
 pub fn respell(
     method: &mut String,
     p: &mut Value,
     sid: &str,
-    n: u64,
-    other: &str,
+    (n, other): (u64, &str),
     flip: bool,
+    crossing: bool,
 ) -> bool {
     let text = json!([{"type": "text", "text": format!("conflict-probe {n}")}]);
+    let carrierless = matches!(
+        method.as_str(),
+        "turn/interrupt" | "turn/cancel" | "task/stop" | "task/stopAll"
+    );
+    if crossing && flip && carrierless {
+        *method = "state/update".to_string();
+        *p = json!({"sessionId": sid, "expectedRevision": 0, "set": {"probe": n}});
+        return true;
+    }
     match method.as_str() {
         "session/start" => p["workspaceRoot"] = json!(format!("/w/{n}")),
         "session/resume" => {

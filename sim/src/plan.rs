@@ -95,7 +95,9 @@ pub enum Draws {
     WithReadFaults,
     /// Version 10: the fault mix then draws a `solo-sync` level (last);
     /// when it is on, each host start draws whether that incarnation runs
-    /// without group commit (one more decision at each start).
+    /// without group commit (one more decision at each start). And a
+    /// conflict probe of a carrier-less row whose `flip` is drawn sends a
+    /// durable `state/update` of its id (`moves::respell`; no draw added).
     #[default]
     WithSoloSyncs,
 }

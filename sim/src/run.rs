@@ -614,6 +614,7 @@ impl Sim {
             subscribes: self.draws >= Draws::WithSubscriptions,
             escapes: self.draws >= Draws::WithEscapes,
             upper_ids: self.draws >= Draws::WithUpperIds,
+            crossing: self.draws >= Draws::WithSoloSyncs,
         }
     }
 

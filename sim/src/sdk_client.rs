@@ -129,6 +129,8 @@ pub struct SdkClient {
     fresh: u64,
     /// [`Ctx::upper_ids`] of the step in progress.
     upper_ids: bool,
+    /// [`Ctx::crossing`] of the step in progress.
+    crossing: bool,
     /// Observing reads sent: of each four, one asks metadata only
     /// (`excludeItems`), one a `view/page`, two the whole view (which
     /// one is the count's, with no draw of its own).
@@ -435,6 +437,7 @@ impl SdkClient {
             counter: 0,
             fresh: 0,
             upper_ids: false,
+            crossing: false,
             observed: 0,
             issued: 0,
             thinned: BTreeMap::new(),
@@ -1011,6 +1014,7 @@ impl SdkClient {
     fn step(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, out: &mut Vec<Action>) {
         let now = w.now_ms;
         self.upper_ids = ctx.upper_ids;
+        self.crossing = ctx.crossing;
         if c.link.is_none() {
             if ctx.live_hosts.is_empty() {
                 return;
@@ -1457,7 +1461,7 @@ impl SdkClient {
         };
         let other = msp::proto::ids::mint_uuid_v7(w.now_ms, w.bits128(Decision::Ids));
         let flip = w.chance(Decision::Client, 500);
-        if !crate::moves::respell(&mut method, &mut p, sid, n, &other, flip) {
+        if !crate::moves::respell(&mut method, &mut p, sid, (n, &other), flip, self.crossing) {
             return;
         }
         self.active = self.reuse(c, w, &cid, &method, p, Purpose::Conflict);

@@ -805,6 +805,45 @@ fn liveness_a_request_hung_after_the_faults_healed() {
 // ----- the ledger ---------------------------------------------------------
 
 #[test]
+fn payload_identity_a_durable_intake_of_an_id_a_carrier_less_row_took() {
+    // PROTOCOL.md 4.4: a carrier-less row's answer dedupes for the host's
+    // lifetime, so in that lifetime its id is taken: a `state/update` of
+    // the same id (another payload) must be refused `command_id_conflict`,
+    // not recorded. Control: the row was itself refused
+    // `command_id_conflict` (it took nothing; whether that refusal was
+    // right is another check's).
+    let stop_all = |h: &mut H, refused: bool| {
+        h.recv(
+            2,
+            "task/stopAll",
+            json!({"commandId": cid(11), "sessionId": S}),
+        );
+        if refused {
+            h.reject(2, rejected(&cid(11), "task/stopAll", "command_id_conflict"));
+        } else {
+            h.answer(2, json!({"commandId": cid(11), "status": "accepted"}));
+        }
+    };
+    let mut h = H::new();
+    h.start();
+    stop_all(&mut h, false);
+    h.update(3, 11, 0, json!({"probe": 1}));
+    caught(&h, "payload-identity");
+    let mut refused = H::new();
+    refused.start();
+    stop_all(&mut refused, true);
+    refused.update(3, 11, 0, json!({"probe": 1}));
+    assert!(
+        !refused
+            .check()
+            .iter()
+            .any(|v| v.property == "payload-identity" && v.detail.contains("carrier-less row")),
+        "{:?}",
+        refused.check()
+    );
+}
+
+#[test]
 fn value_identical_replays_a_replay_with_another_ack() {
     let mut h = H::new();
     h.start();

@@ -346,6 +346,8 @@ struct Adm {
 /// A carrier-less answer, per host incarnation.
 #[derive(Debug, Clone)]
 struct Lifetime {
+    /// The session it was sent for.
+    sid: String,
     sig: String,
     answer: Result<Value, Value>,
     /// The session's lease grants so far when it was first answered.
@@ -1311,6 +1313,20 @@ impl Model {
                         .is_some_and(|s| s.contains(&cid));
                     self.rep.check(spelled, "payload-identity", &format!("recorded-id {cid}"), || {
                         format!("session {sid}: the intake of {method} records command id {cid}, which no request spelled so")
+                    });
+                    // A carrier-less row's answer dedupes for its host's
+                    // lifetime (PROTOCOL.md 4.4): in that lifetime its id
+                    // is taken, and a durable command of the same id (another
+                    // payload) is refused `command_id_conflict`, never
+                    // recorded. A row itself refused so took nothing.
+                    let (wh, winc) = r.writer;
+                    let taken = self
+                        .lifetime
+                        .get(&(wh, winc, wire::key(&cid)))
+                        .filter(|l| l.sid == sid)
+                        .is_some_and(|l| !matches!(&l.answer, Err(e) if wire::rejection(e) == Some("command_id_conflict")));
+                    self.rep.check(!taken, "payload-identity", &format!("cl-taken {cid}"), || {
+                        format!("session {sid}: host{wh} recorded an intake of {method} {cid}, an id a carrier-less row of that session took earlier in the same host lifetime (it must be refused command_id_conflict)")
                     });
                     // Every earlier admission's promised effect was
                     // recorded with it (or its intake settled abandoned).
@@ -2637,6 +2653,7 @@ impl Model {
                 self.lifetime.insert(
                     lk,
                     Lifetime {
+                        sid: sid.to_string(),
                         sig,
                         answer: outcome,
                         loads,

@@ -45,6 +45,10 @@ struct H {
     /// `emittedAtMs` of the notifications `notify` sends: the trace's
     /// time when `None`; this value (`null`: the member left out).
     emitted: Option<Value>,
+    /// `approvalMode.source` spelled otherwise in `start`'s and
+    /// `snapshot_resume`'s `Session` objects (`startup` and `replay`
+    /// when `None`).
+    source: Option<&'static str>,
 }
 
 /// A right answer to `initialize` (PROTOCOL.md 1) from a host of that
@@ -254,7 +258,7 @@ impl H {
             "createdAt": msp_sim::model::session::iso8601(created_ms),
             "updatedAt": msp_sim::model::session::iso8601(created_ms),
             "workspaceRoot": null, "providerId": "msp", "modelId": "scripted",
-            "approvalMode": {"mode": "promptUnmatched", "source": "startup", "lastCommandId": null},
+            "approvalMode": {"mode": "promptUnmatched", "source": self.source.unwrap_or("startup"), "lastCommandId": null},
             "forkedFrom": null, "activeTurnId": active,
         })
     }
@@ -446,7 +450,7 @@ impl H {
             _ => None,
         });
         let mut session = self.session_obj(created.unwrap(), 0, active);
-        session["approvalMode"]["source"] = json!("replay");
+        session["approvalMode"]["source"] = json!(self.source.unwrap_or("replay"));
         let snapshot = json!({"schemaVersion": 1, "viewCursor": cursor(head), "state": state});
         let result = json!({"session": session, "viewCursor": cursor(head),
             "history": {"mode": "snapshot", "items": null, "snapshot": snapshot}, "pendingRequests": []});
@@ -1287,6 +1291,32 @@ fn read_consistency_a_resume_snapshot_with_another_revision() {
     };
     clean(&build(1));
     caught(&build(2), "read-consistency");
+}
+
+#[test]
+fn read_consistency_approval_mode_source_before_and_after_a_resume() {
+    // The public transcripts' vocabulary: every `session/start` answer
+    // says `startup`, every `session/resume` answer `replay`, and the
+    // session's `Session` objects keep saying `replay` once it resumed.
+    let started = |source: Option<&'static str>| {
+        let mut h = H::new();
+        h.source = source;
+        h.start();
+        h
+    };
+    clean(&started(None));
+    caught(&started(Some("replay")), "read-consistency");
+    let resumed = |source: Option<&'static str>| {
+        let mut h = H::new();
+        h.start();
+        h.update(2, 11, 0, json!({"a": 1}));
+        let state = snapshot_state(json!([]), Value::Null, 1, json!({"a": 1}));
+        h.source = source;
+        h.snapshot_resume(3, &cid(20), 1, None, state);
+        h
+    };
+    clean(&resumed(None));
+    caught(&resumed(Some("startup")), "read-consistency");
 }
 
 /// A snapshot resume after a turn, answered, then replayed (request 4)

@@ -354,6 +354,9 @@ struct Lifetime {
     loads: u64,
 }
 
+/// The bytes a `session/resume` record of a log carries (its method).
+const RESUME: &[u8] = b"session/resume";
+
 /// The reference model of one run.
 #[derive(Debug, Default)]
 pub struct Model {
@@ -398,6 +401,9 @@ pub struct Model {
     /// was refused ([`Model::refused`]), until a command of that id is
     /// answered.
     refused_cids: BTreeSet<String>,
+    /// Sessions whose log some host appended a `session/resume` record to
+    /// ([`Sess::resume_appended`]).
+    resume_appended: BTreeSet<String>,
     /// Carrier-less answers by (host, inc, cid key).
     lifetime: BTreeMap<(usize, u64, String), Lifetime>,
     /// Ephemeral hosts' first recorded answers: (host, inc, sid, cid key).
@@ -1152,6 +1158,14 @@ impl Model {
             }
         }
         f.append(bytes, (h, inc));
+        // A resume written here, durable or not, may be read from the file
+        // (`Sess::resume_appended`).
+        if bytes.windows(RESUME.len()).any(|w| w == RESUME) {
+            self.resume_appended.insert(sid.to_string());
+            if let Some(s) = self.sessions.get_mut(sid) {
+                s.resume_appended = true;
+            }
+        }
         // The holder at a rot goes on from memory: the events it writes
         // after the damage (past it, so the model never reads them from
         // the file) are its memory's, and it may still send them after a
@@ -1216,6 +1230,9 @@ impl Model {
                 .sessions
                 .entry(sid.to_string())
                 .or_insert_with(|| Sess::new(sid, durable));
+            if self.resume_appended.contains(sid) {
+                sess.resume_appended = true;
+            }
             if !self.stop_all_early.is_empty() {
                 if let Some(t) = self.stop_all_early.remove(sid) {
                     sess.stop_all_ms.extend(t);

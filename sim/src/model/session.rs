@@ -229,6 +229,14 @@ pub struct Sess {
     /// Ephemeral: the model missed events of this session (its host went
     /// on with nobody subscribed): its admissions are no longer judged.
     pub blind: bool,
+    /// An accepted `session/resume` of it is durable in the log: its
+    /// `Session` objects' `approvalMode.source` is `replay` from then on
+    /// (the public transcripts' vocabulary: every resume answer says so).
+    pub resumed: bool,
+    /// Some host appended a `session/resume` record to its log (durable
+    /// or not: a host that reads the file may see it): until then its
+    /// `approvalMode.source` is `startup` (every start answer says so).
+    pub resume_appended: bool,
     /// Ephemeral: events sent ahead of a gap, by ordinal.
     pub ahead: BTreeMap<u64, (String, Value, u64)>,
     /// The last `sourceRange` sequence seen on each source stream
@@ -533,6 +541,10 @@ impl Sess {
         // On a durable host the intake's place in the log is exact: what
         // the answer shows is the state right there. (An ephemeral host's
         // answers are judged by window, in the caller.)
+        if method == "session/resume" && answer.is_ok() {
+            // Its own answer already says `replay`.
+            self.resumed = true;
+        }
         if let (Ok(r), true) = (&answer, self.durable) {
             match method {
                 "session/resume" => self.judge_resume(rep, cid, params, r),
@@ -754,11 +766,15 @@ impl Sess {
                         .is_some_and(|c| is_iso8601(c, ms))
                 })
         });
+        // A session the model cannot follow may say either.
+        let followed = self.durable && !self.blind;
+        let source_ok = match v["approvalMode"]["source"].as_str() {
+            Some("startup") => !followed || !self.resumed,
+            Some("replay") => !followed || self.resumed || self.resume_appended,
+            _ => false,
+        };
         let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
-            && matches!(
-                v["approvalMode"]["source"].as_str(),
-                Some("startup" | "replay")
-            )
+            && source_ok
             && v["updatedAt"].as_str() >= v["createdAt"].as_str();
         rep.check(same && mode_ok, "read-consistency", subject, || {
             format!(

@@ -3649,7 +3649,7 @@ impl Model {
                 }
             )
         });
-        sess.judge_session(&mut self.rep, &subject, &r["session"], loaded);
+        sess.judge_session_since(&mut self.rep, &subject, &r["session"], loaded, req.recv_at);
         if wire::asks_exclude_items(&req.params) {
             // Metadata only: no snapshot, so nothing of the view to judge.
             let want = wire::no_history("excluded");

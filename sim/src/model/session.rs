@@ -229,10 +229,11 @@ pub struct Sess {
     /// Ephemeral: the model missed events of this session (its host went
     /// on with nobody subscribed): its admissions are no longer judged.
     pub blind: bool,
-    /// An accepted `session/resume` of it is durable in the log: its
-    /// `Session` objects' `approvalMode.source` is `replay` from then on
-    /// (the public transcripts' vocabulary: every resume answer says so).
-    pub resumed: bool,
+    /// The trace index at which an accepted `session/resume` of it became
+    /// durable in the log: its `Session` objects' `approvalMode.source`
+    /// is `replay` from then on (the public transcripts' vocabulary: every
+    /// resume answer says so).
+    pub resumed_at: Option<usize>,
     /// Some host appended a `session/resume` record to its log (durable
     /// or not: a host that reads the file may see it): until then its
     /// `approvalMode.source` is `startup` (every start answer says so).
@@ -541,9 +542,9 @@ impl Sess {
         // On a durable host the intake's place in the log is exact: what
         // the answer shows is the state right there. (An ephemeral host's
         // answers are judged by window, in the caller.)
-        if method == "session/resume" && answer.is_ok() {
+        if method == "session/resume" && answer.is_ok() && self.resumed_at.is_none() {
             // Its own answer already says `replay`.
-            self.resumed = true;
+            self.resumed_at = Some(rep.at);
         }
         if let (Ok(r), true) = (&answer, self.durable) {
             match method {
@@ -701,6 +702,21 @@ impl Sess {
     /// A `Session` object (PROTOCOL.md 4.5) against the state now: `loaded`
     /// when the answering host has the session loaded.
     pub fn judge_session(&self, rep: &mut Report, subject: &str, v: &Value, loaded: bool) {
+        self.judge_session_since(rep, subject, v, loaded, rep.at);
+    }
+
+    /// [`Sess::judge_session`] of an object that may show the session as
+    /// it was at any point since trace index `since` (a read of the file
+    /// asked for then): a resume made durable after `since` may be
+    /// missing from it.
+    pub fn judge_session_since(
+        &self,
+        rep: &mut Report,
+        subject: &str,
+        v: &Value,
+        loaded: bool,
+        since: usize,
+    ) {
         let status = match (loaded, &self.running) {
             (false, _) => "notLoaded",
             (true, Some(_)) => "running",
@@ -769,8 +785,8 @@ impl Sess {
         // A session the model cannot follow may say either.
         let followed = self.durable && !self.blind;
         let source_ok = match v["approvalMode"]["source"].as_str() {
-            Some("startup") => !followed || !self.resumed,
-            Some("replay") => !followed || self.resumed || self.resume_appended,
+            Some("startup") => !followed || self.resumed_at.is_none_or(|at| at > since),
+            Some("replay") => !followed || self.resumed_at.is_some() || self.resume_appended,
             _ => false,
         };
         let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"

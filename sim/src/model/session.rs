@@ -782,15 +782,8 @@ impl Sess {
                         .is_some_and(|c| is_iso8601(c, ms))
                 })
         });
-        // A session the model cannot follow may say either.
-        let followed = self.durable && !self.blind;
-        let source_ok = match v["approvalMode"]["source"].as_str() {
-            Some("startup") => !followed || self.resumed_at.is_none_or(|at| at > since),
-            Some("replay") => !followed || self.resumed_at.is_some() || self.resume_appended,
-            _ => false,
-        };
         let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
-            && source_ok
+            && self.source_ok(v["approvalMode"]["source"].as_str(), since)
             && v["updatedAt"].as_str() >= v["createdAt"].as_str();
         rep.check(same && mode_ok, "read-consistency", subject, || {
             format!(
@@ -799,6 +792,20 @@ impl Sess {
                 want()
             )
         });
+    }
+
+    /// Whether `src` is the `approvalMode.source` a `Session` object
+    /// showing the session as of some point since trace index `since` may
+    /// carry: `replay` once a resume is durable (or at least written),
+    /// `startup` while none was durable. A session the model cannot
+    /// follow may say either.
+    fn source_ok(&self, src: Option<&str>, since: usize) -> bool {
+        let followed = self.durable && !self.blind;
+        match src {
+            Some("startup") => !followed || self.resumed_at.is_none_or(|at| at > since),
+            Some("replay") => !followed || self.resumed_at.is_some() || self.resume_appended,
+            _ => false,
+        }
     }
 
     /// Whether `p` is the session's `path` (as `judge_session` writes it
@@ -2702,10 +2709,7 @@ mod tests {
             }
         }
         let mode_ok = v["approvalMode"]["mode"] == "promptUnmatched"
-            && matches!(
-                v["approvalMode"]["source"].as_str(),
-                Some("startup" | "replay")
-            )
+            && s.source_ok(v["approvalMode"]["source"].as_str(), 0)
             && v["updatedAt"].as_str() >= v["createdAt"].as_str();
         got == want && mode_ok
     }

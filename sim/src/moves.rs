@@ -639,10 +639,7 @@ pub fn respell(
     crossing: bool,
 ) -> bool {
     let text = json!([{"type": "text", "text": format!("conflict-probe {n}")}]);
-    let carrierless = matches!(
-        method.as_str(),
-        "turn/interrupt" | "turn/cancel" | "task/stop" | "task/stopAll"
-    );
+    let carrierless = crate::model::wire::CARRIERLESS_METHODS.contains(&method.as_str());
     if crossing && flip && carrierless {
         *method = "state/update".to_string();
         *p = json!({"sessionId": sid, "expectedRevision": 0, "set": {"probe": n}});

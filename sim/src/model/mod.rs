@@ -47,7 +47,7 @@ use crate::trace::{Actor, Entry, Trace, What};
 use crate::workload::Scenario;
 use logfile::{LogFile, Shape};
 pub use report::Report;
-use session::{Expected, Origin, Sess, Settle, TaskSt, TurnSt};
+use session::{Expected, Intake, Origin, Sess, Settle, TaskSt, TurnSt};
 use wire::Frame;
 
 /// (host, incarnation, session, command id key).
@@ -1308,11 +1308,21 @@ impl Model {
                     let method = b.get("method").as_str().unwrap_or_default().to_string();
                     let params = body.take("params");
                     let mut answer = body.take("answer");
-                    let answer = match answer.as_object_mut() {
+                    let mut items = body.take_answer_items();
+                    let mut answer = match answer.as_object_mut() {
                         Some(a) if a.contains_key("result") => Ok(take_member_of(a, "result")),
                         Some(a) if a.contains_key("error") => Err(take_member_of(a, "error")),
                         _ => Err(Value::Null),
                     };
+                    // A resume's snapshot items stay text when they are an
+                    // array (the only shape the wire side compares as
+                    // text); any other are put back in place.
+                    let array = |t: &String| t.starts_with('[') && t.ends_with(']');
+                    if method != "session/resume" || !items.as_ref().is_some_and(array) {
+                        if let Some(t) = items.take() {
+                            put_items(&mut answer, &t);
+                        }
+                    }
                     // The recorded payload must be one a request carried.
                     let sig = wire::signature(&method, &params).unwrap_or_default();
                     let carried = self
@@ -1349,7 +1359,15 @@ impl Model {
                     // recorded with it (or its intake settled abandoned).
                     sess.check_owed(&mut self.rep, false);
                     let decided = !matches!(method.as_str(), "session/start" | "session/resume");
-                    sess.admit(&mut self.rep, &cid, &method, &params, sig, answer, decided);
+                    sess.admit(
+                        &mut self.rep,
+                        &cid,
+                        &method,
+                        &params,
+                        sig,
+                        (answer, items),
+                        decided,
+                    );
                     if let Some(i) = sess.ledger.get_mut(&wire::key(&cid)) {
                         i.writer = Some(r.writer);
                     }
@@ -1810,6 +1828,19 @@ impl Model {
             let l = link_st?;
             l.reqs.get(&l.first_req(&id.to_string())?)
         };
+        // A resume's answer on a durable host whose intake recorded its
+        // snapshot items as text: those items, compared as text with the
+        // answer's (see `same_recorded`).
+        let durable = self.hosts.get(&h).is_some_and(|x| x.durable);
+        let rotten = &self.rotten;
+        let recorded_items = |r: &Req| -> Option<&[String]> {
+            if r.method != "session/resume" || !durable {
+                return None;
+            }
+            let sid = r.sid.as_ref().filter(|s| !rotten.contains_key(*s))?;
+            let i = sessions.get(sid)?.ledger.get(&wire::key(r.cid.as_ref()?))?;
+            i.answer_items.as_ref().map(std::slice::from_ref)
+        };
         let keep = |id: &Value| match first(id) {
             Some(r) if r.method == "session/read" => wire::Keep::ItemsAsText(
                 r.sid
@@ -1817,6 +1848,7 @@ impl Model {
                     .and_then(|s| sessions.get(s))
                     .and_then(Sess::items_texts),
             ),
+            Some(r) if recorded_items(r).is_some() => wire::Keep::ItemsAsText(recorded_items(r)),
             Some(r)
                 if wire::is_command(&r.method)
                     || r.method == "initialize"
@@ -1832,14 +1864,18 @@ impl Model {
         let known: Vec<&[String]> = reqs
             .into_iter()
             .flat_map(|r| r.values())
-            .filter(|r| r.method == "session/read")
-            .filter_map(|r| r.sid.as_ref().and_then(|s| sessions.get(s)))
-            .filter_map(Sess::items_texts)
+            .filter_map(|r| match r.method.as_str() {
+                "session/read" => r.sid.as_ref().and_then(|s| sessions.get(s))?.items_texts(),
+                _ => recorded_items(r),
+            })
             .collect();
         // A read's answer as one remembered is not read again (see
         // `wire::ReadMemo`); one not remembered is, and is remembered.
         let plain = wire::plain_response(line);
-        let reads_items = |n: u64| matches!(keep(&Value::from(n)), wire::Keep::ItemsAsText(_));
+        let reads_items = |n: u64| {
+            first(&Value::from(n)).is_some_and(|r| r.method == "session/read")
+                && matches!(keep(&Value::from(n)), wire::Keep::ItemsAsText(_))
+        };
         let memo = plain.filter(|(n, _)| reads_items(*n)).and_then(|(n, r)| {
             let m = self.read_memo.iter().find(|m| m.result() == r)?;
             Some(m.frame(n, r))
@@ -2442,7 +2478,8 @@ impl Model {
             let allowed = || {
                 let mut allowed: Vec<Value> = Vec::new();
                 if recorded_allowed {
-                    allowed.push(answer_value(&i.answer));
+                    let whole = whole_answer(&i.answer, i.answer_items_text().as_deref());
+                    allowed.push(answer_value(&whole));
                 }
                 if let Some(e) = rejected_later {
                     allowed.push(json!({"error": e}));
@@ -2461,7 +2498,7 @@ impl Model {
                         .err()
                         .is_some_and(|e| names_command(&e["data"]["commandId"], &cid))
             } else {
-                (recorded_allowed && outcome == i.answer)
+                (recorded_allowed && same_recorded(&outcome, items, i))
                     || rejected_later.is_some_and(|e| outcome.as_ref().err() == Some(e))
             };
             let prop = if i.answer.is_err() {
@@ -2471,7 +2508,7 @@ impl Model {
             };
             let at = self.rep.at;
             self.rep.check_lazy(ok, prop, || format!("replay {k} {at}"), || {
-                let got = answer_value(&outcome);
+                let got = answer_value(&whole_answer(&outcome, items));
                 format!("host{h} answered {method} {cid} with {got}; the ledger allows {:?} (settled {:?})", allowed(), i.settled)
             });
             if !fresh && i.writer.is_some_and(|w| w != (h, inc)) {
@@ -2544,7 +2581,7 @@ impl Model {
                         &method,
                         &norm,
                         norm_sig,
-                        outcome.clone(),
+                        (outcome.clone(), None),
                         decided,
                     );
                     let window = self.adm_window(h, inc, &k, &req);
@@ -3743,6 +3780,42 @@ fn take_member_of(o: &mut serde_json::Map<String, Value>, k: &str) -> Value {
     o.remove(k).unwrap_or(Value::Null)
 }
 
+/// Puts a resume snapshot's items, read as `text` (checked when read),
+/// back in their place (`history.snapshot.state.items`) in answer `a`.
+fn put_items(a: &mut Result<Value, Value>, text: &str) {
+    if let Ok(r) = a {
+        r["history"]["snapshot"]["state"]["items"] =
+            serde_json::from_str(text).expect("checked when read");
+    }
+}
+
+/// Answer `a` whole: its snapshot items, if kept as `text` (`null` in
+/// their place), put back.
+fn whole_answer(a: &Result<Value, Value>, text: Option<&str>) -> Result<Value, Value> {
+    let mut a = a.clone();
+    if let Some(t) = text {
+        put_items(&mut a, t);
+    }
+    a
+}
+
+/// Whether a command's answer on the wire (`outcome`, its snapshot items
+/// as text `items` when they were read so) is the one recorded with
+/// intake `i`. Items that are exactly the recorded items' text are the
+/// same value (one text reads as one value), so only the rest is compared;
+/// any other pair is compared whole, as values.
+fn same_recorded(outcome: &Result<Value, Value>, items: Option<&str>, i: &Intake) -> bool {
+    let recorded = i.answer_items.as_ref().map(std::slice::from_ref);
+    match (items, recorded) {
+        (None, None) => *outcome == i.answer,
+        (Some(w), Some(r)) if wire::is_array_of(w, r) => *outcome == i.answer,
+        _ => {
+            whole_answer(outcome, items)
+                == whole_answer(&i.answer, i.answer_items_text().as_deref())
+        }
+    }
+}
+
 /// `{"result": ..}` or `{"error": ..}`.
 fn answer_value(o: &Result<Value, Value>) -> Value {
     match o {
@@ -3778,5 +3851,85 @@ fn expected_matches(e: &Expected, cid: &str, outcome: &Result<Value, Value>) -> 
         }
         (Expected::Error(code), Err(err)) => err["code"] == json!(code),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resume's intake whose snapshot items were recorded as `items`
+    /// (text, `null` in their place in the answer).
+    fn intake(items: &str) -> Intake {
+        let answer = json!({"history": {"mode": "snapshot", "snapshot": {"state": {"items": null, "revision": 1}}}, "viewCursor": "v:s:3"});
+        let mut i = Intake {
+            cid: "c".into(),
+            method: "session/resume".into(),
+            params: json!({}),
+            sig: String::new(),
+            answer: Ok(answer),
+            answer_items: None,
+            settled: None,
+            effect: false,
+            owed: None,
+            seq: 1,
+            at: 0,
+            writer: None,
+        };
+        i.answer_items = Some(items[1..items.len() - 1].to_string());
+        i
+    }
+
+    /// An answer on the wire: the intake's, with items `items` put in
+    /// place when `whole`, else `null` there (read as text).
+    fn wire_answer(revision: u64, items: &str, whole: bool) -> Result<Value, Value> {
+        let mut a = json!({"history": {"mode": "snapshot", "snapshot": {"state": {"items": null, "revision": revision}}}, "viewCursor": "v:s:3"});
+        if whole {
+            a["history"]["snapshot"]["state"]["items"] = serde_json::from_str(items).unwrap();
+        }
+        Ok(a)
+    }
+
+    /// A wire answer is the recorded one exactly when the two are equal
+    /// values, however each side's items were read.
+    #[test]
+    fn recorded_answers_compare_as_values_with_items_read_as_text() {
+        let rec = r#"[{"itemId":"i1","text":"a"},{"itemId":"i2"}]"#;
+        let spaced = r#"[ {"text":"a","itemId":"i1"}, {"itemId":"i2"}]"#;
+        let other = r#"[{"itemId":"i1","text":"b"},{"itemId":"i2"}]"#;
+        let i = intake(rec);
+        // The same text: only the rest is compared.
+        assert!(same_recorded(&wire_answer(1, rec, false), Some(rec), &i));
+        assert!(!same_recorded(&wire_answer(2, rec, false), Some(rec), &i));
+        // Other text, the same value: equal; another value: not.
+        assert!(same_recorded(
+            &wire_answer(1, spaced, false),
+            Some(spaced),
+            &i
+        ));
+        assert!(!same_recorded(
+            &wire_answer(1, other, false),
+            Some(other),
+            &i
+        ));
+        // Items read in place on the wire.
+        assert!(same_recorded(&wire_answer(1, rec, true), None, &i));
+        assert!(!same_recorded(&wire_answer(1, other, true), None, &i));
+        assert!(!same_recorded(&wire_answer(2, rec, true), None, &i));
+        // Items recorded in place.
+        let mut whole = intake(rec);
+        whole.answer_items = None;
+        whole.answer = wire_answer(1, rec, true);
+        assert!(same_recorded(
+            &wire_answer(1, rec, false),
+            Some(rec),
+            &whole
+        ));
+        assert!(!same_recorded(
+            &wire_answer(1, other, false),
+            Some(other),
+            &whole
+        ));
+        assert!(same_recorded(&wire_answer(1, rec, true), None, &whole));
     }
 }

@@ -128,8 +128,13 @@ pub struct Intake {
     pub params: Value,
     /// The model's payload signature of `params`.
     pub sig: String,
-    /// The recorded admission answer.
+    /// The recorded admission answer; for a resume whose snapshot items
+    /// were read as text (see `logfile::Body`), `null` in their place.
     pub answer: Result<Value, Value>,
+    /// Those items' text, between its array's brackets (so that an answer
+    /// on the wire whose items are exactly this text is known equal
+    /// unread: `wire::is_array_of` with this one part).
+    pub answer_items: Option<String>,
     /// Its settlement, once recorded.
     pub settled: Option<Settle>,
     /// Its effect is in the stream.
@@ -142,6 +147,13 @@ pub struct Intake {
     pub at: usize,
     /// The host incarnation that wrote it (durable hosts).
     pub writer: Option<(usize, u64)>,
+}
+
+impl Intake {
+    /// [`Intake::answer_items`] as the array's text.
+    pub fn answer_items_text(&self) -> Option<String> {
+        self.answer_items.as_ref().map(|t| format!("[{t}]"))
+    }
 }
 
 /// Everything a read or snapshot shows, at one point of the stream.
@@ -507,7 +519,7 @@ impl Sess {
         method: &str,
         params: &Value,
         sig: String,
-        answer: Result<Value, Value>,
+        (answer, items): (Result<Value, Value>, Option<String>),
         decided: bool,
     ) {
         let k = wire::key(cid);
@@ -548,7 +560,7 @@ impl Sess {
         }
         if let (Ok(r), true) = (&answer, self.durable) {
             match method {
-                "session/resume" => self.judge_resume(rep, cid, params, r),
+                "session/resume" => self.judge_resume(rep, cid, params, r, items.as_deref()),
                 "session/start" => self.judge_session(
                     rep,
                     &format!("start {}", wire::key(cid)),
@@ -602,6 +614,9 @@ impl Sess {
                 params: params.clone(),
                 sig,
                 answer,
+                // An array's text (the caller's promise), kept without its
+                // brackets.
+                answer_items: items.map(|t| t[1..t.len() - 1].to_string()),
                 settled: None,
                 effect: false,
                 owed,
@@ -821,8 +836,10 @@ impl Sess {
     }
 
     /// A `session/resume` answer, judged where its intake sits in the log:
-    /// the snapshot is the state right there.
-    fn judge_resume(&self, rep: &mut Report, cid: &str, p: &Value, r: &Value) {
+    /// the snapshot is the state right there. `items`: its snapshot's
+    /// items as text, `null` in their place in `r` (see
+    /// [`Sess::judge_snapshot`]).
+    fn judge_resume(&self, rep: &mut Report, cid: &str, p: &Value, r: &Value, items: Option<&str>) {
         let subject = format!("resume {}", wire::key(cid));
         self.judge_session(rep, &subject, &r["session"], true);
         rep.check(
@@ -867,7 +884,7 @@ impl Sess {
                 rep.check(shape, "read-consistency", &subject, || {
                     format!("session {}: snapshot resume answered history {h}", self.id)
                 });
-                self.judge_snapshot(rep, &subject, &h["snapshot"], None, true);
+                self.judge_snapshot(rep, &subject, &h["snapshot"], items, true);
             }
         }
         self.judge_pending_requests(rep, &subject, &r["pendingRequests"]);
@@ -2640,6 +2657,7 @@ mod tests {
                         params: p.clone(),
                         sig: String::new(),
                         answer: Ok(json!({})),
+                        answer_items: None,
                         settled: None,
                         effect: false,
                         owed: None,

@@ -486,12 +486,12 @@ impl<'de> serde::de::Visitor<'de> for FrameSeed<'_, '_> {
 
 /// An object read as a `Value` is, except the member at the end of `path`
 /// (through objects named by the path's members), which is kept as its
-/// text (checked by [`Bounded`]) with `null` in its place. Anything but an
-/// object on the path (and any raw-value token as a member name) is an
-/// error: the line is then read the whole-value way. Text that is exactly
-/// an array of the `known` texts is not checked again (see
-/// [`Keep::ItemsAsText`]).
-struct PathSeed<'p, 'k> {
+/// text (checked by [`Bounded`]) with `null` in its place. A `null` on the
+/// path is read as itself (no text); anything else but an object on the
+/// path (and any raw-value token as a member name) is an error: the line
+/// is then read the whole-value way. Text that is exactly an array of the
+/// `known` texts is not checked again (see [`Keep::ItemsAsText`]).
+pub(super) struct PathSeed<'p, 'k> {
     path: &'p [&'static str],
     known: Option<&'k [String]>,
 }
@@ -499,14 +499,34 @@ struct PathSeed<'p, 'k> {
 impl<'de> serde::de::DeserializeSeed<'de> for PathSeed<'_, '_> {
     type Value = (Value, Option<&'de str>);
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
+        d.deserialize_any(self)
     }
 }
+
+impl<'p> PathSeed<'p, '_> {
+    /// The seed of a recorded answer (`{"result": R}` or `{"error": E}`)
+    /// that keeps a resume snapshot's items (`R`'s
+    /// `history.snapshot.state.items`) as text.
+    pub(super) fn answer_items() -> PathSeed<'static, 'static> {
+        PathSeed {
+            path: &ANSWER_ITEMS_PATH,
+            known: None,
+        }
+    }
+}
+
+/// Where [`PathSeed::answer_items`] finds the items in a recorded answer.
+const ANSWER_ITEMS_PATH: [&str; 5] = ["result", "history", "snapshot", "state", "items"];
 
 impl<'de> serde::de::Visitor<'de> for PathSeed<'_, '_> {
     type Value = (Value, Option<&'de str>);
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("an object")
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        // A `null` on the path (a resume's `history.snapshot` without
+        // history) is read as itself.
+        Ok((Value::Null, None))
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
         use serde::de::Error;

@@ -73,17 +73,14 @@ impl StoredAnswer {
         }
     }
 
-    /// A `result` already written as JSON text (by [`crate::proto::jwrite`],
-    /// which writes what serde_json would).
-    ///
-    /// # Panics
-    ///
-    /// If `text` is not one JSON value (a bug in the writer).
-    pub fn result_text(text: String) -> StoredAnswer {
+    /// The stored form of the ack whose `result` is `j` (written once,
+    /// through serde_json, and not parsed back: a resume's answer is the
+    /// whole view).
+    pub fn result_j(j: &crate::proto::jwrite::J<'_>) -> StoredAnswer {
         StoredAnswer {
             error: false,
-            json: serde_json::value::RawValue::from_string(text)
-                .expect("the writer writes JSON")
+            json: serde_json::value::to_raw_value(j)
+                .expect("a J always serialises")
                 .into(),
         }
     }

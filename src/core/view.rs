@@ -453,8 +453,7 @@ impl Host {
     pub(crate) fn resume_answer(&self, sid: &str, served: Served) -> StoredAnswer {
         let s = &self.loaded(sid).expect("loaded").s;
         let path = self.log_path(sid);
-        let text = resume_j(s, loaded_status(s), &path, served).to_vec();
-        StoredAnswer::result_text(String::from_utf8(text).expect("the writer writes UTF-8"))
+        StoredAnswer::result_j(&resume_j(s, loaded_status(s), &path, served))
     }
 
     pub(crate) fn session_json(&self, sid: &str) -> Value {

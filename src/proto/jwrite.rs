@@ -116,6 +116,41 @@ impl<'a> J<'a> {
     }
 }
 
+/// The same JSON through any serde serializer. Through serde_json's
+/// (`serde_json::value::to_raw_value`) the text is exactly [`J::write`]'s,
+/// and a `RawValue` is made of it without parsing it back (as
+/// `RawValue::from_string` of [`J::write`]'s text would).
+impl serde::Serialize for J<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            J::Null => s.serialize_unit(),
+            J::Bool(b) => s.serialize_bool(*b),
+            J::U(n) => s.serialize_u64(*n),
+            J::S(t) => s.serialize_str(t),
+            J::Str(t) => s.serialize_str(t),
+            J::V(v) => v.serialize(s),
+            J::Val(v) => v.serialize(s),
+            J::Map(m) => m.serialize(s),
+            J::Raw(r) => r.serialize(s),
+            J::Obj(members) => {
+                let mut m = s.serialize_map(Some(members.len()))?;
+                for (k, v) in members {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+            J::Arr(items) => {
+                let mut q = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    q.serialize_element(v)?;
+                }
+                q.end()
+            }
+        }
+    }
+}
+
 /// An optional string: the string or `null`.
 pub fn opt_str(s: Option<&str>) -> J<'_> {
     s.map_or(J::Null, J::S)
@@ -364,6 +399,9 @@ mod tests {
             ("i", J::Val(json!({"b": [1], "a": "\\"}))),
         ]);
         let bytes = j.to_vec();
+        // Through serde, the same text.
+        let raw = serde_json::value::to_raw_value(&j).unwrap();
+        assert_eq!(raw.get().as_bytes(), &bytes[..]);
         let v = j.into_value();
         assert_eq!(bytes, serde_json::to_vec(&v).unwrap());
     }

@@ -536,7 +536,9 @@ impl<'de> serde::de::Visitor<'de> for PathSeed<'_, '_> {
             match self.path {
                 [last] if k == *last => {
                     let raw: &'de serde_json::value::RawValue = m.next_value()?;
-                    if !self.known.is_some_and(|k| is_array_of(raw.get(), k)) {
+                    if !self.known.is_some_and(|k| is_array_of(raw.get(), k))
+                        && !plainly_bounded(raw.get())
+                    {
                         check_bounded(raw.get()).map_err(A::Error::custom)?;
                     }
                     text = Some(raw.get());
@@ -587,6 +589,84 @@ impl<'de> serde::Deserialize<'de> for Key {
 /// limit (128 levels for a whole line), so that text kept apart from its
 /// line is never accepted where the line, read whole, is too deep.
 const BOUNDED_DEPTH: u8 = 64;
+
+/// Whether JSON text that serde_json already read as one raw value (so
+/// well-formed: its syntax, escapes and strings are checked) passes
+/// [`check_bounded`] for plain reasons, seen in one pass over its bytes:
+/// every `\u` escape names a character (no lone surrogate), no number has
+/// an exponent or more than 300 digits (so none is out of range), it nests
+/// at most 32 levels, and the raw-value token is nowhere in it. `false`
+/// says nothing: [`check_bounded`] then decides. A resume's snapshot items
+/// (the whole view) are checked this way, a string at a time.
+fn plainly_bounded(text: &str) -> bool {
+    if text.contains(RAW_VALUE_TOKEN) {
+        return false;
+    }
+    let b = text.as_bytes();
+    let hex4 = |at: usize| -> Option<u32> {
+        let h = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
+        u32::from_str_radix(h, 16).ok()
+    };
+    let (mut i, mut depth) = (0, 0u32);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let Some(j) = memchr::memchr2(b'"', b'\\', &b[i..]) else {
+                        return false;
+                    };
+                    i += j;
+                    if b[i] == b'"' {
+                        break;
+                    }
+                    if b.get(i + 1) != Some(&b'u') {
+                        i += 2;
+                        continue;
+                    }
+                    let Some(c) = hex4(i + 2) else { return false };
+                    i += 6;
+                    if (0xDC00..0xE000).contains(&c) {
+                        return false;
+                    }
+                    if (0xD800..0xDC00).contains(&c) {
+                        // A leading surrogate: a trailing one must follow.
+                        let low = (b.get(i..i + 2) == Some(b"\\u"))
+                            .then(|| hex4(i + 2))
+                            .flatten();
+                        if !low.is_some_and(|l| (0xDC00..0xE000).contains(&l)) {
+                            return false;
+                        }
+                        i += 6;
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > 32 {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while b
+                    .get(i + 1)
+                    .is_some_and(|c| matches!(c, b'0'..=b'9' | b'.' | b'-' | b'+' | b'e' | b'E'))
+                {
+                    i += 1;
+                }
+                let number = &b[start..=i];
+                if number.len() > 300 || number.iter().any(|c| matches!(c, b'e' | b'E')) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
 
 /// Checks JSON text kept apart from its line as [`Checked`] checks a value
 /// in place (the same parser paths), nesting at most [`BOUNDED_DEPTH`]
@@ -1784,5 +1864,82 @@ mod tests {
         assert_eq!(cursor_of("s", "v:s:12.3"), Some((12, 3)));
         assert_eq!(cursor_of("s", "v:t:12"), None);
         assert_eq!(cursor_of("s", "v:s:1.0"), None);
+    }
+
+    /// Text [`plainly_bounded`] passes is text [`check_bounded`] passes,
+    /// on pieces chosen to hit each reason it declines (escapes naming
+    /// surrogates, exponents, long numbers, depth, the raw-value token),
+    /// and it does pass plain item arrays.
+    #[test]
+    fn plainly_bounded_text_is_bounded() {
+        let pieces = [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"a\"",
+            "\"b\\\"c\"",
+            "\"\\\\u\"",
+            "\"\\ud800\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\\u0041\"",
+            "\"\\ud83d\\u0041\"",
+            "\"\\ude00\"",
+            "\"x\\ud83d\"",
+            "\"\\n\"",
+            "1",
+            "-0",
+            "2.5",
+            "1e400",
+            "1E5",
+            "-1e-400",
+            "123456789012345678901234567890",
+            "true",
+            "false",
+            "null",
+            "\"$serde_json::private::RawValue\"",
+            " ",
+        ];
+        let mut next = {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            move |n: usize| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % n as u64) as usize
+            }
+        };
+        let mut texts: Vec<String> = vec![
+            format!("{}1{}", "[".repeat(32), "]".repeat(32)),
+            format!("{}1{}", "[".repeat(33), "]".repeat(33)),
+            format!("{}1{}", "[".repeat(70), "]".repeat(70)),
+            format!("[{}]", "9".repeat(301)),
+            format!("[{}]", "9".repeat(300)),
+            format!("[1{}]", "0".repeat(400)),
+            r#"[{"itemId":"i1","kind":"agentMessage","revision":2,"text":"echo: \"q\" \\ \n","ok":true,"x":null,"n":-1.25}]"#.to_string(),
+        ];
+        for _ in 0..20_000 {
+            let n = 1 + next(12);
+            texts.push((0..n).map(|_| pieces[next(pieces.len())]).collect());
+        }
+        let (mut plain, mut valid) = (0, 0);
+        for t in &texts {
+            if serde_json::from_str::<&serde_json::value::RawValue>(t).is_err() {
+                continue;
+            }
+            valid += 1;
+            if plainly_bounded(t) {
+                plain += 1;
+                assert!(check_bounded(t).is_ok(), "{t}");
+            }
+        }
+        assert!(plainly_bounded(&texts[0]) && !plainly_bounded(&texts[1]));
+        assert!(!plainly_bounded(&texts[3]) && plainly_bounded(&texts[4]));
+        assert!(plainly_bounded(&texts[6]));
+        assert!(plainly_bounded(r#"["\u0041 \ud83d\ude00 \u00e9"]"#));
+        assert!(!plainly_bounded(r#"["\ud83d\u0041"]"#) && !plainly_bounded(r#"["\ude00"]"#));
+        assert!(plain > 100 && valid > plain, "{plain} of {valid}");
     }
 }

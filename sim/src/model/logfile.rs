@@ -244,8 +244,9 @@ impl Body {
             .unwrap_or(&NULL)
     }
 
-    /// Moves the `answer` member's snapshot items text out (see
-    /// [`Body::answer_items`]'s field); `None` when they were read in place.
+    /// Moves the `answer` member's snapshot items text out (a resume's
+    /// `result.history.snapshot.state.items`, kept as checked text with
+    /// `null` in their place); `None` when they were read in place.
     pub fn take_answer_items(&mut self) -> Option<String> {
         self.answer_items.take()
     }

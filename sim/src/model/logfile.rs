@@ -274,8 +274,7 @@ impl Body {
             }
         }
         if let (Some(t), Some(a)) = (&self.answer_items, o.get_mut("answer")) {
-            a["result"]["history"]["snapshot"]["state"]["items"] =
-                serde_json::from_str(t).expect("checked when read");
+            super::wire::put_snapshot_items(&mut a["result"], t);
         }
         Value::Object(o)
     }

@@ -1848,7 +1848,9 @@ impl Model {
                     .and_then(|s| sessions.get(s))
                     .and_then(Sess::items_texts),
             ),
-            Some(r) if recorded_items(r).is_some() => wire::Keep::ItemsAsText(recorded_items(r)),
+            Some(r) if r.method == "session/resume" && recorded_items(r).is_some() => {
+                wire::Keep::ItemsAsText(recorded_items(r))
+            }
             Some(r)
                 if wire::is_command(&r.method)
                     || r.method == "initialize"
@@ -1872,10 +1874,8 @@ impl Model {
         // A read's answer as one remembered is not read again (see
         // `wire::ReadMemo`); one not remembered is, and is remembered.
         let plain = wire::plain_response(line);
-        let reads_items = |n: u64| {
-            first(&Value::from(n)).is_some_and(|r| r.method == "session/read")
-                && matches!(keep(&Value::from(n)), wire::Keep::ItemsAsText(_))
-        };
+        let reads_items =
+            |n: u64| first(&Value::from(n)).is_some_and(|r| r.method == "session/read");
         let memo = plain.filter(|(n, _)| reads_items(*n)).and_then(|(n, r)| {
             let m = self.read_memo.iter().find(|m| m.result() == r)?;
             Some(m.frame(n, r))
@@ -3784,8 +3784,7 @@ fn take_member_of(o: &mut serde_json::Map<String, Value>, k: &str) -> Value {
 /// back in their place (`history.snapshot.state.items`) in answer `a`.
 fn put_items(a: &mut Result<Value, Value>, text: &str) {
     if let Ok(r) = a {
-        r["history"]["snapshot"]["state"]["items"] =
-            serde_json::from_str(text).expect("checked when read");
+        wire::put_snapshot_items(r, text);
     }
 }
 

@@ -515,6 +515,13 @@ impl<'p> PathSeed<'p, '_> {
     }
 }
 
+/// Puts a snapshot's items, kept as `text` (checked when read), back in
+/// their place (`history.snapshot.state.items`) in a resume's `result`.
+pub(super) fn put_snapshot_items(result: &mut Value, text: &str) {
+    result["history"]["snapshot"]["state"]["items"] =
+        serde_json::from_str(text).expect("checked when read");
+}
+
 /// Where [`PathSeed::answer_items`] finds the items in a recorded answer.
 const ANSWER_ITEMS_PATH: [&str; 5] = ["result", "history", "snapshot", "state", "items"];
 

@@ -242,7 +242,7 @@ mod tests {
             let expected = if i == 5 {
                 0
             } else {
-                u64::from(i.min(5)) + u64::from(i > 5) * u64::from(i - 6)
+                u64::from(i.min(5)) + u64::from(i > 5) * u64::from(i.saturating_sub(6))
             };
             calls.push(json!({"method":"state/update","params":{"commandId": cid(100 + i), "sessionId": SID, "expectedRevision": expected, "set": {"k": i}}}));
             if i % 4 == 0 {

@@ -444,20 +444,27 @@ pub struct TaskRec {
     pub running: bool,
 }
 
-/// An event's params kept as their compact JSON text. As a tree of
-/// `Value`s an event costs about 2 KB in memory (BTreeMap nodes, measured
-/// with massif on a resumed host), as text a fraction of that; the params
-/// are only written out again (a notification line) or, rarely, read
-/// back (a `view/page`).
+/// A JSON value kept as its compact text, as serde_json writes it: an
+/// event's params, a view item. As a tree of `Value`s an event costs about
+/// 2 KB in memory (BTreeMap nodes, measured with massif on a resumed
+/// host), as text a fraction of that; and these values are mostly written
+/// out again (a notification line, every `session/resume` and
+/// `session/read` snapshot, a snapshot record) and only rarely read back
+/// (a `view/page`, an item a turn completes).
 ///
-/// Clones share the text (see [`super::record::StoredAnswer`]).
+/// The text is serde_json's writing of a `Value`, so two texts are equal
+/// exactly when the values are. Clones share the text (see
+/// [`super::record::StoredAnswer`]).
 #[derive(Debug, Clone)]
-pub struct EventParams(std::sync::Arc<serde_json::value::RawValue>);
+pub struct JsonText(std::sync::Arc<serde_json::value::RawValue>);
 
-impl EventParams {
+/// An event's params (cursor included) as [`JsonText`].
+pub type EventParams = JsonText;
+
+impl JsonText {
     /// The text of `v`, as serde_json writes it (what the log holds).
-    pub fn of(v: &Value) -> EventParams {
-        EventParams(
+    pub fn of(v: &Value) -> JsonText {
+        JsonText(
             serde_json::value::to_raw_value(v)
                 .expect("a Value always serialises")
                 .into(),
@@ -469,16 +476,72 @@ impl EventParams {
         &self.0
     }
 
-    /// The params as a tree again.
+    /// The value as a tree again.
     pub fn to_value(&self) -> Value {
         serde_json::from_str(self.0.get()).expect("the text was written from a Value")
     }
+
+    /// The string members `keys` of an object, read without building the
+    /// tree; `None` for each that is absent or no string, all `None` when
+    /// the text is no object.
+    pub fn str_members<const N: usize>(&self, keys: [&str; N]) -> [Option<String>; N] {
+        members_str(self.0.get(), keys)
+    }
 }
 
-impl PartialEq for EventParams {
-    fn eq(&self, other: &EventParams) -> bool {
+impl PartialEq for JsonText {
+    fn eq(&self, other: &JsonText) -> bool {
         self.0.get() == other.0.get()
     }
+}
+
+impl serde::Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for JsonText {
+    /// Any JSON value, its text kept as it is spelled. Only the host's own
+    /// writing is read back this way (a snapshot record it wrote from
+    /// [`JsonText`]s, under its CRC), so the text is serde_json's.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<JsonText, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Ok(JsonText(raw.into()))
+    }
+}
+
+/// The string members `keys` of the JSON object `text`, the last of a
+/// repeated member winning (as in a `Value`), without building a tree.
+fn members_str<const N: usize>(text: &str, keys: [&str; N]) -> [Option<String>; N] {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+    struct Find<'k, const N: usize>([&'k str; N]);
+    impl<'de, const N: usize> Visitor<'de> for Find<'_, N> {
+        type Value = [Option<String>; N];
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut found = std::array::from_fn(|_| None);
+            while let Some(k) = m.next_key::<String>()? {
+                match self.0.iter().position(|key| *key == k) {
+                    Some(i) => {
+                        found[i] = match m.next_value::<Value>()? {
+                            Value::String(s) => Some(s),
+                            _ => None,
+                        }
+                    }
+                    None => {
+                        m.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_map(Find(keys))
+        .unwrap_or_else(|_| std::array::from_fn(|_| None))
 }
 
 /// A durable event kept in memory for subscriptions and paging.
@@ -512,6 +575,10 @@ pub struct Session {
     /// The durable ledger, keyed by command id (compared without case).
     pub ledger: imbl::OrdMap<CmdKey, LedgerEntry>,
     pub(crate) next_seq: u64,
+    /// The unsettled intakes by intake order (`seq`): what a load's
+    /// recovery settles and every snapshot's `pendingCommands` lists,
+    /// without a walk of the whole ledger.
+    pub(crate) pending: imbl::OrdMap<u64, CmdKey>,
     /// Commands whose effect has a durable record.
     pub effect_seen: imbl::OrdSet<CmdKey>,
     /// Turns by id.
@@ -527,9 +594,14 @@ pub struct Session {
     /// reported as replayed from its log (`approvalMode.source:
     /// "replay"`, as every public resume transcript shows).
     pub resumed: bool,
-    /// Items in first-seen order (latest revision).
-    pub items: imbl::Vector<Value>,
+    /// Items in first-seen order (latest revision), as text: every
+    /// snapshot a `session/resume` or `session/read` answers copies them
+    /// all, so each is written once, when it changes.
+    pub items: imbl::Vector<JsonText>,
     pub(crate) item_index: imbl::OrdMap<String, usize>,
+    /// Items whose latest revision is `inProgress` (what recovery and
+    /// approvals ask of every approval's item, without reading its text).
+    pub(crate) items_in_progress: imbl::OrdSet<String>,
     /// Approvals by id.
     pub approvals: imbl::OrdMap<String, ApprovalRec>,
     /// Tasks by id.
@@ -667,6 +739,7 @@ impl Session {
                     );
                     self.queue.push_back(turn_id);
                 }
+                self.pending.insert(self.next_seq, key.clone());
                 let prev = self.ledger.insert(
                     key,
                     LedgerEntry::received(
@@ -686,6 +759,7 @@ impl Session {
             } => {
                 if let Some(e) = self.ledger.get_mut(&CmdKey::of(&command_id)) {
                     debug_assert!(e.is_pending(), "a command settles once");
+                    self.pending.remove(&e.seq);
                     e.settle(outcome, span, end_offset);
                 }
             }
@@ -800,7 +874,8 @@ impl Session {
                         },
                     );
                 }
-                self.upsert_item(item_id, item.clone());
+                let in_progress = item["status"] == "inProgress";
+                self.upsert_item(item_id, JsonText::of(item), in_progress);
             }
             "approval/requested" => {
                 let approval_id = s("approvalId");
@@ -838,7 +913,12 @@ impl Session {
         }
     }
 
-    fn upsert_item(&mut self, item_id: String, item: Value) {
+    pub(crate) fn upsert_item(&mut self, item_id: String, item: JsonText, in_progress: bool) {
+        if in_progress {
+            self.items_in_progress.insert(item_id.clone());
+        } else {
+            self.items_in_progress.remove(&item_id);
+        }
         match self.item_index.get(&item_id) {
             Some(i) => self.items[*i] = item,
             None => {
@@ -848,17 +928,32 @@ impl Session {
         }
     }
 
-    /// The item with this id, latest revision.
-    pub fn item(&self, item_id: &str) -> Option<&Value> {
-        self.item_index.get(item_id).map(|i| &self.items[*i])
+    /// The item with this id exists and its latest revision is
+    /// `inProgress`.
+    pub fn item_in_progress(&self, item_id: &str) -> bool {
+        self.items_in_progress.contains(item_id)
+    }
+
+    /// The item with this id, latest revision, as a tree.
+    pub fn item(&self, item_id: &str) -> Option<Value> {
+        self.item_index
+            .get(item_id)
+            .map(|i| self.items[*i].to_value())
+    }
+
+    /// Unsettled intakes in intake order: their keys and entries.
+    pub fn pending_entries(&self) -> impl Iterator<Item = (&CmdKey, &LedgerEntry)> {
+        debug_assert_eq!(
+            self.pending.len(),
+            self.ledger.values().filter(|e| e.is_pending()).count(),
+            "the pending index lists every unsettled intake"
+        );
+        self.pending.values().map(|k| (k, &self.ledger[k]))
     }
 
     /// Unsettled intakes in intake order (`pendingCommands`).
     pub fn pending_commands(&self) -> Vec<Value> {
-        let mut v: Vec<(&CmdKey, &LedgerEntry)> =
-            self.ledger.iter().filter(|(_, e)| e.is_pending()).collect();
-        v.sort_by_key(|(_, e)| e.seq);
-        v.iter()
+        self.pending_entries()
             .map(|(k, e)| json!({"commandId": k.as_sent(), "method": e.method()}))
             .collect()
     }
@@ -1028,6 +1123,110 @@ mod tests {
             e.replay_answer(id),
             Replay::Now(Answer::Error(abandoned_error("turn/start", "C1")))
         );
+    }
+
+    #[test]
+    fn items_as_text_and_pending_intakes_survive_a_snapshot() {
+        let mut s = session();
+        let item = |id: &str, status: &str, revision: u64| {
+            json!({"itemId": id, "kind": "toolCall", "status": status,
+                   "revision": revision, "text": "a \"quoted\"\n line \u{1}"})
+        };
+        let events = [
+            ("item/started", item("i1", "inProgress", 1)),
+            ("item/started", item("i2", "inProgress", 1)),
+            ("item/completed", item("i1", "completed", 2)),
+        ];
+        let mut end = 10;
+        for (n, (method, it)) in events.iter().enumerate() {
+            end += 10;
+            let params = json!({"item": it});
+            let n = n as u64 + 1;
+            s.apply(
+                &Record::Event {
+                    n,
+                    method: (*method).into(),
+                    params,
+                    emitted_at_ms: n,
+                    cause: None,
+                },
+                end,
+            );
+        }
+        for id in ["C1", "C2", "C3"] {
+            end += 10;
+            s.apply(
+                &Record::Received {
+                    command_id: id.into(),
+                    method: "state/update".into(),
+                    params: json!({}),
+                    signature: id.into(),
+                    answer: StoredAnswer::new(&Answer::Result(json!({"revision": 1}))),
+                    at_ms: 9,
+                },
+                end,
+            );
+        }
+        s.apply(
+            &Record::Settled {
+                command_id: "C2".into(),
+                outcome: Outcome::Applied,
+            },
+            end + 10,
+        );
+        // The latest revision, in first-seen order, as serde_json writes it.
+        assert_eq!(s.items.len(), 2);
+        assert_eq!(s.item("i1"), Some(item("i1", "completed", 2)));
+        assert_eq!(
+            s.items[0].raw().get(),
+            serde_json::to_string(&item("i1", "completed", 2)).unwrap()
+        );
+        assert_eq!(s.item("i3"), None);
+        assert!(!s.item_in_progress("i1"));
+        assert!(s.item_in_progress("i2"));
+        assert!(!s.item_in_progress("i3"));
+        let pending = |s: &Session| -> Vec<Value> { s.pending_commands() };
+        assert_eq!(
+            pending(&s),
+            vec![
+                json!({"commandId": "C1", "method": "state/update"}),
+                json!({"commandId": "C3", "method": "state/update"}),
+            ],
+            "unsettled intakes in intake order"
+        );
+        // Through a snapshot record's bytes and back.
+        let bytes = serde_json::to_vec(&s.to_snapshot()).unwrap();
+        let snap: super::super::snapshot::Snapshot = serde_json::from_slice(&bytes).unwrap();
+        let r = Session::from_snapshot(&snap);
+        assert_eq!(r.items, s.items);
+        assert_eq!(r.item("i2"), Some(item("i2", "inProgress", 1)));
+        assert!(r.item_in_progress("i2") && !r.item_in_progress("i1"));
+        assert_eq!(pending(&r), pending(&s));
+    }
+
+    #[test]
+    fn string_members_are_read_from_text_as_a_value_reads_them() {
+        let t = |v: Value| JsonText::of(&v);
+        let doc = t(json!({"a": "x", "b": 1, "c": {"a": "inner"}, "d": "\u{e9}\n"}));
+        assert_eq!(
+            doc.str_members(["a", "b", "d", "zz"]),
+            [Some("x".into()), None, Some("\u{e9}\n".into()), None]
+        );
+        assert_eq!(t(json!([1, 2])).str_members(["a"]), [None]);
+        assert_eq!(t(json!("a")).str_members(["a"]), [None]);
+        // Escaped member names, and the last of a repeated member wins.
+        let raw = |s: &str| {
+            JsonText(
+                serde_json::value::RawValue::from_string(s.into())
+                    .unwrap()
+                    .into(),
+            )
+        };
+        assert_eq!(
+            raw(r#"{"\u0061":"1","a":"2"}"#).str_members(["a"]),
+            [Some("2".into())]
+        );
+        assert_eq!(raw(r#"{"a":"1","a":3}"#).str_members(["a"]), [None]);
     }
 
     #[test]

@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::record::StoredAnswer;
-use super::session::{ApprovalRec, LedgerEntry, Session, TaskRec, TurnRec, TurnStatus};
+use super::session::{ApprovalRec, JsonText, LedgerEntry, Session, TaskRec, TurnRec, TurnStatus};
 use crate::proto::ids::CmdKey;
 
 /// The log format a snapshot record declares: format 1 is a log of record
@@ -182,8 +182,9 @@ pub struct Snapshot {
     pub queue: Vec<String>,
     /// The running turn.
     pub running: Option<String>,
-    /// Items in first-seen order, latest revision.
-    pub items: Vec<Value>,
+    /// Items in first-seen order, latest revision, as the session keeps
+    /// them (their text, copied into the record as it is).
+    pub items: Vec<JsonText>,
     /// Every approval.
     pub approvals: Vec<SnapApproval>,
     /// Every background task.
@@ -513,7 +514,7 @@ impl Session {
             }
         }
         for item in &snap.items {
-            if item["itemId"].as_str().is_none() {
+            if item.str_members(["itemId"])[0].is_none() {
                 return bad("an item without itemId".into());
             }
         }
@@ -567,6 +568,12 @@ impl Session {
             (CmdKey::of(&e.id), entry)
         });
         s.ledger = dense_map(entries.collect());
+        s.pending = s
+            .ledger
+            .iter()
+            .filter(|(_, e)| e.is_pending())
+            .map(|(k, e)| (e.seq, k.clone()))
+            .collect();
         s.effect_seen = std::mem::take(&mut snap.effect_seen)
             .iter()
             .map(|k| CmdKey::of(k))
@@ -590,9 +597,9 @@ impl Session {
             );
         }
         for item in std::mem::take(&mut snap.items) {
-            let id = item["itemId"].as_str().unwrap_or_default().to_string();
-            s.item_index.insert(id, s.items.len());
-            s.items.push_back(item);
+            let [id, status] = item.str_members(["itemId", "status"]);
+            let in_progress = status.as_deref() == Some("inProgress");
+            s.upsert_item(id.unwrap_or_default(), item, in_progress);
         }
         for a in &snap.approvals {
             let id = a.params["approvalId"]

@@ -457,7 +457,7 @@ impl Host {
         extra: Map<String, Value>,
         cause: Option<&str>,
     ) {
-        let Some(old) = self.loaded(sid).and_then(|l| l.s.item(item_id)).cloned() else {
+        let Some(old) = self.loaded(sid).and_then(|l| l.s.item(item_id)) else {
             return;
         };
         let mut item = old.as_object().cloned().unwrap_or_default();
@@ -563,8 +563,7 @@ impl Host {
             );
             let still_open = self
                 .loaded(sid)
-                .and_then(|l| l.s.item(&item_id))
-                .is_some_and(|i| i["status"] == "inProgress");
+                .is_some_and(|l| l.s.item_in_progress(&item_id));
             if still_open {
                 self.complete_not_started(sid, &item_id, "cancelled");
             }
@@ -618,7 +617,6 @@ impl Host {
         let item = self
             .loaded(sid)
             .and_then(|l| l.s.item(item_id))
-            .cloned()
             .unwrap_or(Value::Null);
         let provider = item["tool"].as_str().unwrap_or_default().to_string();
         let has_effect = self.cfg.effect_providers.contains_key(&provider);
@@ -784,18 +782,13 @@ impl Host {
     /// 4.4): settle intakes, end the dead turn, tasks and approvals,
     /// reconcile in-flight effects.
     pub(crate) fn recover(&mut self, sid: &str, _running: Option<String>) {
-        let entries: Vec<(CmdKey, String, u64)> = {
+        let entries: Vec<(CmdKey, String)> = {
             let l = self.loaded(sid).expect("loaded");
-            let mut v: Vec<_> =
-                l.s.ledger
-                    .iter()
-                    .filter(|(_, e)| e.is_pending())
-                    .map(|(k, e)| (k.clone(), e.method().to_string(), e.seq))
-                    .collect();
-            v.sort_by_key(|e| e.2);
-            v
+            l.s.pending_entries()
+                .map(|(k, e)| (k.clone(), e.method().to_string()))
+                .collect()
         };
-        for (key, method, _) in entries {
+        for (key, method) in entries {
             let command_id = key.as_sent();
             let l = self.loaded(sid).expect("loaded");
             let steered = l.s.ledger[&key].answer_disposition().as_deref() == Some("steered");
@@ -872,8 +865,8 @@ impl Host {
                             "abort" => "cancelled",
                             _ => "rejected",
                         };
-                        let item = l.s.item(&a.item_id)?;
-                        (item["status"] == "inProgress").then(|| (a.item_id.clone(), status))
+                        l.s.item_in_progress(&a.item_id)
+                            .then(|| (a.item_id.clone(), status))
                     })
                     .collect()
             })
@@ -905,15 +898,16 @@ impl Host {
                             .is_some_and(|d| d.starts_with("approved"))
                     })
                     .filter_map(|a| {
+                        if !l.s.item_in_progress(&a.item_id) {
+                            return None;
+                        }
                         let item = l.s.item(&a.item_id)?;
-                        (item["status"] == "inProgress").then(|| {
-                            (
-                                a.item_id.clone(),
-                                item["tool"].as_str().unwrap_or_default().to_string(),
-                                item["args"].as_str().unwrap_or_default().to_string(),
-                                item["approvalId"].as_str().unwrap_or_default().to_string(),
-                            )
-                        })
+                        Some((
+                            a.item_id.clone(),
+                            item["tool"].as_str().unwrap_or_default().to_string(),
+                            item["args"].as_str().unwrap_or_default().to_string(),
+                            item["approvalId"].as_str().unwrap_or_default().to_string(),
+                        ))
                     })
                     .collect()
             })

@@ -122,7 +122,10 @@ fn snapshot_j(s: &Session) -> J<'_> {
             ]),
         ),
         ("goal", J::Null),
-        ("items", J::Arr(s.items.iter().map(J::V).collect())),
+        (
+            "items",
+            J::Arr(s.items.iter().map(|i| J::Raw(i.raw())).collect()),
+        ),
         ("kv", J::Map(&s.kv)),
         ("pendingApprovals", J::Arr(pending_approvals)),
         (
@@ -852,7 +855,7 @@ mod tests {
                 "schemaVersion": 1,
                 "viewCursor": s.cursor(s.head_n()),
                 "state": {
-                    "items": s.items.iter().cloned().collect::<Vec<_>>(),
+                    "items": s.items.iter().map(|i| i.to_value()).collect::<Vec<_>>(),
                     "activeTurn": s.running.as_deref().map(|t| turn_ref(s, t)),
                     "queuedTurns": s.queue.iter().map(|t| turn_ref(s, t)).collect::<Vec<_>>(),
                     "pendingApprovals": s.pending_approvals().iter().map(|a| json!({
@@ -985,11 +988,14 @@ mod tests {
                     },
                 );
             }
-            s.items
-                .push_back(json!({"id": w, "n": [1, -2, 2.5, 1e300, u64::MAX, i64::MIN]}));
-            s.items
-                .push_back(json!({"nested": {"z": {}, "a": [], "m": [[{}]]}, "t": w}));
-            s.items.push_back(json!(null));
+            for item in [
+                json!({"id": w, "n": [1, -2, 2.5, 1e300, u64::MAX, i64::MIN]}),
+                json!({"nested": {"z": {}, "a": [], "m": [[{}]]}, "t": w}),
+                json!(null),
+            ] {
+                s.items
+                    .push_back(super::super::session::JsonText::of(&item));
+            }
             s.kv.insert(w.to_string(), json!({"v": w, "f": -0.0, "b": true}));
             s.kv.insert("empty".into(), json!({}));
             for (k, cursor) in [(0, "v:x:10.2"), (1, "v:x:3"), (2, "v:x:10")] {

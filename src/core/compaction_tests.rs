@@ -135,6 +135,22 @@ fn run_workload(cl: &mut Client) -> Vec<Value> {
         "requirementId": a["currentRequirementId"], "choiceId": "approve"});
     answers.push(cl.call("approval/decide", decide));
     cl.advance(1_000);
+    // A turn still running at the restart and one queued behind it, both
+    // folded into the snapshots that follow: after the restart recovery
+    // fails the one and launches the other, from the snapshot as from the
+    // whole log.
+    for (method, params) in [
+        turn(500, "!sleep 60000"),
+        turn(501, "queued at the restart"),
+    ] {
+        answers.push(cl.call(&method, params));
+        cl.advance(100);
+    }
+    for i in 20..28u32 {
+        let (method, params) = update(100 + i, u64::from(i));
+        answers.push(cl.call(&method, params));
+        cl.advance(100);
+    }
     answers
 }
 
@@ -251,6 +267,25 @@ fn a_compacting_host_answers_exactly_like_one_that_never_compacts() {
     let fb = after_restart(&mut compacting);
     assert!(fa.len() > 60, "the checks saw {} frames", fa.len());
     assert_eq!(fa, fb, "every frame after the restart");
+    // The two turns run_workload left running and queued (before its
+    // last eight updates).
+    let turn_id = |k: usize| b[b.len() - 10 + k]["result"]["turnId"].clone();
+    assert!(turn_id(0).is_string() && turn_id(1).is_string());
+    let seen = |method: &str, k: usize, reason: Option<&str>| {
+        fb.iter().any(|f| {
+            f["method"] == method
+                && f["params"]["turnId"] == turn_id(k)
+                && reason.is_none_or(|r| f["params"]["reason"] == r)
+        })
+    };
+    assert!(
+        seen("turn/completed", 0, Some("crash")),
+        "the running turn ended at the restart"
+    );
+    assert!(
+        seen("turn/started", 1, None),
+        "the queued turn launched after it"
+    );
 }
 
 /// Every acknowledged answer, replayed after the crash, is the same answer.

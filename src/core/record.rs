@@ -111,11 +111,8 @@ impl StoredAnswer {
         if self.error {
             return None;
         }
-        type Members<'a> =
-            std::collections::BTreeMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>;
-        let m: Members<'_> = serde_json::from_str(self.json.get()).ok()?;
-        let raw = m.get(member)?;
-        serde_json::from_str::<String>(raw.get()).ok()
+        let [found] = super::session::members_str(self.json.get(), [member]);
+        found
     }
 }
 

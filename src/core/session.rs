@@ -512,8 +512,10 @@ impl<'de> serde::Deserialize<'de> for JsonText {
 }
 
 /// The string members `keys` of the JSON object `text`, the last of a
-/// repeated member winning (as in a `Value`), without building a tree.
-fn members_str<const N: usize>(text: &str, keys: [&str; N]) -> [Option<String>; N] {
+/// repeated member winning (as in a `Value`), without building a tree;
+/// `None` for each that is absent or no string, all `None` when `text` is
+/// no object.
+pub(crate) fn members_str<const N: usize>(text: &str, keys: [&str; N]) -> [Option<String>; N] {
     use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
     struct Find<'k, const N: usize>([&'k str; N]);
     impl<'de, const N: usize> Visitor<'de> for Find<'_, N> {

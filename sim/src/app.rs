@@ -830,6 +830,7 @@ impl App {
                     }
                 }
                 Record::Event { method, params, .. } if method == "item/completed" => {
+                    let params = params.to_value();
                     let item = &params["item"];
                     if item["kind"] == "toolCall" {
                         if let (Some(a), Some(o)) =

@@ -239,7 +239,7 @@ pub fn mentions(e: &Entry, id: &str) -> bool {
                         Record::Received { command_id, .. }
                         | Record::Settled { command_id, .. } => has(command_id),
                         Record::Event { params, cause, .. } => {
-                            has(&params.to_string()) || cause.as_deref().is_some_and(has)
+                            has(params.raw().get()) || cause.as_deref().is_some_and(has)
                         }
                         _ => false,
                     })

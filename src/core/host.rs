@@ -1256,36 +1256,18 @@ impl Host {
         self.commit_with(sid, rec, None)
     }
 
-    /// [`Host::commit`]; an event record's params already written as text
-    /// come as `raw`, written into the log frame and kept by the fold as
-    /// they are (instead of serialising the params tree twice more).
-    pub(crate) fn commit_with(
-        &mut self,
-        sid: &str,
-        rec: Record,
-        raw: Option<super::session::EventParams>,
-    ) -> u64 {
+    /// [`Host::commit`] of an event record, with the `tree` its params
+    /// text was written from (the fold reads it instead of the text).
+    pub(crate) fn commit_with(&mut self, sid: &str, rec: Record, tree: Option<&Value>) -> u64 {
         let in_memory_only = self.bugs.has(Bug::DedupeInMemoryOnly)
             && matches!(rec, Record::Received { .. } | Record::Settled { .. });
         let l = self.loaded_mut(sid).expect("commit to a loaded session");
         if in_memory_only {
             let end = l.end_offset();
-            l.s.apply_with(rec, end, raw);
+            l.s.apply_with(rec, end, tree);
             return end;
         }
-        let bytes = match (&rec, &raw) {
-            (
-                Record::Event {
-                    n,
-                    method,
-                    emitted_at_ms,
-                    cause,
-                    ..
-                },
-                Some(raw),
-            ) => Record::encode_event(*n, method, raw.raw(), *emitted_at_ms, cause.as_deref()),
-            _ => rec.encode(),
-        };
+        let bytes = rec.encode();
         let end = l.end_offset() + bytes.len() as u64;
         debug_assert_eq!(
             l.s.end_bytes,
@@ -1295,7 +1277,7 @@ impl Host {
         if matches!(rec, Record::Received { .. }) {
             l.unflushed_intakes += 1;
         }
-        l.s.apply_with(rec, end, raw);
+        l.s.apply_with(rec, end, tree);
         l.unflushed.extend_from_slice(&bytes);
         l.tail_records += 1;
         end

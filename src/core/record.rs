@@ -111,7 +111,7 @@ impl StoredAnswer {
         if self.error {
             return None;
         }
-        let [found] = super::session::members_str(self.json.get(), [member]);
+        let [found] = super::members::members_str(self.json.get(), [member]);
         found
     }
 }
@@ -220,8 +220,12 @@ pub enum Record {
         n: u64,
         /// The notification method.
         method: String,
-        /// The notification params (`viewCursor` included).
-        params: Value,
+        /// The notification params (`viewCursor` included), as the text
+        /// the log holds: written once by the host, sent to subscribers and
+        /// kept by the fold as it is, never parsed into a tree on a load
+        /// (the fold reads the few members it needs from the text).
+        #[serde(deserialize_with = "super::session::JsonText::via_value")]
+        params: super::session::EventParams,
         /// Emission time.
         emitted_at_ms: u64,
         /// The command whose effect this event records, if any.
@@ -304,40 +308,6 @@ impl Record {
         }
         .expect("records always serialise");
         log::encode_frame(self.type_byte(), &payload)
-    }
-
-    /// [`Record::encode`] of an event record whose params are already
-    /// text (`params` is what serde_json writes for the record's params
-    /// tree): the same bytes without writing the params a second time.
-    pub(crate) fn encode_event(
-        n: u64,
-        method: &str,
-        params: &serde_json::value::RawValue,
-        emitted_at_ms: u64,
-        cause: Option<&str>,
-    ) -> Vec<u8> {
-        /// The derived serialisation of `Record::Event`: the tag first,
-        /// then the fields in declaration order.
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct EventOut<'a> {
-            record: &'a str,
-            n: u64,
-            method: &'a str,
-            params: &'a serde_json::value::RawValue,
-            emitted_at_ms: u64,
-            cause: Option<&'a str>,
-        }
-        let payload = serde_json::to_vec(&EventOut {
-            record: "event",
-            n,
-            method,
-            params,
-            emitted_at_ms,
-            cause,
-        })
-        .expect("records always serialise");
-        log::encode_frame(5, &payload)
     }
 
     /// Decodes a frame's payload; `None` when the payload does not match its
@@ -560,7 +530,7 @@ mod fast {
         record: String,
         n: u64,
         method: String,
-        params: Value,
+        params: crate::core::session::EventParams,
         emitted_at_ms: u64,
         cause: Option<String>,
     }
@@ -839,6 +809,7 @@ pub fn decode_archived(bytes: &[u8], from: u64) -> Result<Vec<(Record, u64)>, Lo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::session::EventParams;
     use serde_json::json;
 
     fn sample() -> Vec<Record> {
@@ -929,14 +900,14 @@ mod tests {
             Record::Event {
                 n: 9,
                 method: "turn/started".into(),
-                params: json!({"turnId": "t"}),
+                params: EventParams::of(&json!({"turnId": "t"})),
                 emitted_at_ms: 5,
                 cause: Some("c".into()),
             },
             Record::Event {
                 n: 10,
                 method: "turn/completed".into(),
-                params: json!({}),
+                params: EventParams::of(&json!({})),
                 emitted_at_ms: 6,
                 cause: None,
             },
@@ -1175,12 +1146,23 @@ mod tests {
         }
     }
 
-    /// An event written from its params' text is byte for byte the
-    /// record written from the tree (escapes, nesting, big and odd numbers,
-    /// with and without a cause).
+    /// An event record whose params are text is written byte for byte as
+    /// the record of the params tree was (the log format is unchanged:
+    /// escapes, nesting, big and odd numbers, with and without a cause),
+    /// and reads back with the same text, by both paths.
     #[test]
-    fn encode_event_is_encode() {
-        let deep = (0..200).fold(json!(1), |v, _| json!([v]));
+    fn event_params_as_text_keep_the_log_format() {
+        /// `Record::Event` as it was, params as a tree.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase", tag = "record", rename = "event")]
+        struct TreeEvent<'a> {
+            n: u64,
+            method: &'a str,
+            params: &'a Value,
+            emitted_at_ms: u64,
+            cause: Option<&'a str>,
+        }
+        let deep = (0..100).fold(json!(1), |v, _| json!([v]));
         let params = [
             json!({}),
             json!({"z": [1, {"b": "\u{1}\"\n\\", "a": null}], "sessionId": "s\u{e9}", "x": 1.5}),
@@ -1192,15 +1174,24 @@ mod tests {
                 let rec = Record::Event {
                     n: 42,
                     method: "item/\"x\u{2028}".into(),
-                    params: p.clone(),
+                    params: EventParams::of(&p),
                     emitted_at_ms: u64::MAX,
                     cause: cause.map(str::to_string),
                 };
-                let raw = serde_json::value::to_raw_value(&p).unwrap();
-                assert_eq!(
-                    Record::encode_event(42, "item/\"x\u{2028}", &raw, u64::MAX, cause),
-                    rec.encode()
-                );
+                let tree = TreeEvent {
+                    n: 42,
+                    method: "item/\"x\u{2028}",
+                    params: &p,
+                    emitted_at_ms: u64::MAX,
+                    cause,
+                };
+                let payload = serde_json::to_vec(&tree).unwrap();
+                assert_eq!(rec.encode(), log::encode_frame(5, &payload));
+                let Some(Record::Event { params: back, .. }) = fast::decode(5, &payload) else {
+                    panic!("decodes")
+                };
+                assert_eq!(back.raw().get(), serde_json::to_string(&p).unwrap());
+                assert_eq!(general(5, &payload), Some(rec));
             }
         }
     }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{json, Map, Value};
 
+use super::event_fields::EventFields;
 use super::record::{Answer, Outcome, Record, StoredAnswer};
 use crate::proto::ids::CmdKey;
 
@@ -485,13 +486,30 @@ impl JsonText {
     /// tree; `None` for each that is absent or no string, all `None` when
     /// the text is no object.
     pub fn str_members<const N: usize>(&self, keys: [&str; N]) -> [Option<String>; N] {
-        members_str(self.0.get(), keys)
+        super::members::members_str(self.0.get(), keys)
     }
 }
 
 impl PartialEq for JsonText {
+    /// Equal JSON values (the same text, or texts another writer spelled
+    /// differently: a record read by the general path is written anew).
     fn eq(&self, other: &JsonText) -> bool {
-        self.0.get() == other.0.get()
+        self.0.get() == other.0.get() || self.to_value() == other.to_value()
+    }
+}
+
+impl JsonText {
+    /// Reads a [`JsonText`] through a `Value`, so any deserializer can
+    /// (the general record path buffers, and a raw JSON value cannot be
+    /// read from a buffer); the fast record path reads the text directly.
+    pub(crate) fn via_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<JsonText, D::Error> {
+        use serde::Deserialize as _;
+        Value::deserialize(d).map(|v| JsonText::of(&v))
+    }
+
+    /// The text of a JSON value read from a longer text, as it is spelled.
+    pub(crate) fn of_raw(raw: &serde_json::value::RawValue) -> JsonText {
+        JsonText(raw.to_owned().into())
     }
 }
 
@@ -509,41 +527,6 @@ impl<'de> serde::Deserialize<'de> for JsonText {
         let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
         Ok(JsonText(raw.into()))
     }
-}
-
-/// The string members `keys` of the JSON object `text`, the last of a
-/// repeated member winning (as in a `Value`), without building a tree;
-/// `None` for each that is absent or no string, all `None` when `text` is
-/// no object.
-pub(crate) fn members_str<const N: usize>(text: &str, keys: [&str; N]) -> [Option<String>; N] {
-    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
-    struct Find<'k, const N: usize>([&'k str; N]);
-    impl<'de, const N: usize> Visitor<'de> for Find<'_, N> {
-        type Value = [Option<String>; N];
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-            let mut found = std::array::from_fn(|_| None);
-            while let Some(k) = m.next_key::<String>()? {
-                match self.0.iter().position(|key| *key == k) {
-                    Some(i) => {
-                        found[i] = match m.next_value::<Value>()? {
-                            Value::String(s) => Some(s),
-                            _ => None,
-                        }
-                    }
-                    None => {
-                        m.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            Ok(found)
-        }
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    de.deserialize_map(Find(keys))
-        .unwrap_or_else(|_| std::array::from_fn(|_| None))
 }
 
 /// A durable event kept in memory for subscriptions and paging.
@@ -674,10 +657,10 @@ impl Session {
         self.apply_with(rec, end_offset, None);
     }
 
-    /// [`Session::apply_owned`]; an event record's params already written
-    /// as text come as `raw` (the host wrote them once for the log record,
-    /// and writing them again here was a tenth of a commit's time).
-    pub(crate) fn apply_with(&mut self, rec: Record, end_offset: u64, raw: Option<EventParams>) {
+    /// [`Session::apply_owned`]; an event record's params come also as
+    /// the `tree` they were written from, when the caller has it (a
+    /// commit): the fold reads them there instead of from their text.
+    pub(crate) fn apply_with(&mut self, rec: Record, end_offset: u64, tree: Option<&Value>) {
         if let Record::Snapshot(snap) = rec {
             assert_eq!(self.record_count, 0, "a snapshot is the first record");
             *self = Session::from_snapshot_owned(*snap);
@@ -777,18 +760,20 @@ impl Session {
                 if let Some(c) = cause {
                     self.effect_seen.insert(CmdKey::of(&c));
                 }
-                if let Some(stream) = params.get("sourceRange") {
-                    let key = stream_key(&stream["stream"]);
-                    let seq = stream["last"]["sequence"].as_u64().unwrap_or(0);
+                let fields = match tree {
+                    Some(v) => EventFields::Tree(v),
+                    None => EventFields::read(params.raw().get()),
+                };
+                if let Some((key, seq)) = fields.source_range() {
                     let s = self.stream_seq.entry(key).or_default();
                     *s = (*s).max(seq);
                 }
-                self.apply_event(&method, &params);
+                self.apply_event(&method, &params, fields);
                 self.event_starts.push_back(start);
                 self.events.push_back(StoredEvent {
                     n,
                     method,
-                    params: raw.unwrap_or_else(|| EventParams::of(&params)),
+                    params,
                     emitted_at_ms,
                     durable_at: end_offset,
                 });
@@ -796,11 +781,13 @@ impl Session {
         }
     }
 
-    fn apply_event(&mut self, method: &str, p: &Value) {
-        let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+    /// Folds one event: `f` holds what the fold reads of `params` (read
+    /// from their text); an approval event, rare, is read as a tree.
+    fn apply_event(&mut self, method: &str, params: &EventParams, f: EventFields<'_>) {
+        let or_empty = |s: Option<String>| s.unwrap_or_default();
         match method {
             "turn/started" => {
-                let turn_id = s("turnId");
+                let turn_id = or_empty(f.turn_id());
                 self.queue.retain(|t| *t != turn_id);
                 let text = self
                     .turns
@@ -810,7 +797,7 @@ impl Session {
                 self.turns.insert(
                     turn_id.clone(),
                     TurnRec {
-                        command_id: s("commandId"),
+                        command_id: or_empty(f.command_id()),
                         status: TurnStatus::Running,
                         text,
                         started: true,
@@ -820,12 +807,12 @@ impl Session {
                 self.running = Some(turn_id);
             }
             "turn/completed" => {
-                let turn_id = s("turnId");
+                let turn_id = or_empty(f.turn_id());
                 self.queue.retain(|t| *t != turn_id);
                 if self.running.as_deref() == Some(turn_id.as_str()) {
                     self.running = None;
                 }
-                let terminal = s("terminal");
+                let terminal = or_empty(f.terminal());
                 // `turnCount` counts completed turns (public `Session`):
                 // turns that ran and ended, whatever their terminal; a
                 // failed launch never ran.
@@ -834,7 +821,7 @@ impl Session {
                 }
                 // A launch that failed never started: its reason is the
                 // failure text a recovered rejection carries.
-                let failure = p["reason"].as_str().map(str::to_string);
+                let failure = f.reason();
                 match self.turns.get_mut(&turn_id) {
                     Some(t) => {
                         t.status = TurnStatus::Ended(terminal);
@@ -857,28 +844,49 @@ impl Session {
                 }
             }
             "turn/unqueued" => {
-                let turn_id = s("turnId");
+                let turn_id = or_empty(f.turn_id());
                 self.queue.retain(|t| *t != turn_id);
                 if let Some(t) = self.turns.get_mut(&turn_id) {
                     t.status = TurnStatus::Unqueued;
                 }
             }
             "item/started" | "item/completed" | "item/updated" => {
-                let item = &p["item"];
-                let item_id = item["itemId"].as_str().unwrap_or_default().to_string();
-                if item["kind"] == "toolCall" && item["tool"] == "background" {
-                    let running = item["status"] == "inProgress";
+                // An absent item reads as `null`, as `params["item"]` does.
+                let item = f.item();
+                let [item_id, kind, tool, status, turn_id] =
+                    item.str_members(["itemId", "kind", "tool", "status", "turnId"]);
+                let item_id = or_empty(item_id);
+                let in_progress = status.as_deref() == Some("inProgress");
+                if kind.as_deref() == Some("toolCall") && tool.as_deref() == Some("background") {
                     self.tasks.insert(
                         item_id.clone(),
                         TaskRec {
-                            turn_id: item["turnId"].as_str().unwrap_or_default().to_string(),
-                            running,
+                            turn_id: or_empty(turn_id),
+                            running: in_progress,
                         },
                     );
                 }
-                let in_progress = item["status"] == "inProgress";
-                self.upsert_item(item_id, JsonText::of(item), in_progress);
+                self.upsert_item(item_id, item, in_progress);
             }
+            "approval/requested" | "approval/resolved" => {
+                self.apply_approval(method, &params.to_value())
+            }
+            "state/updated" => {
+                if let Some(r) = f.revision() {
+                    self.revision = r;
+                }
+                if let Some(set) = f.set() {
+                    merge_kv(&mut self.kv, &set);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Folds an approval event, read as a tree.
+    fn apply_approval(&mut self, method: &str, p: &Value) {
+        let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+        match method {
             "approval/requested" => {
                 let approval_id = s("approvalId");
                 self.approvals.insert(
@@ -901,14 +909,6 @@ impl Session {
                         "resolvedBy": p["resolvedBy"],
                         "viewCursor": p["viewCursor"],
                     }));
-                }
-            }
-            "state/updated" => {
-                if let Some(r) = p["revision"].as_u64() {
-                    self.revision = r;
-                }
-                if let Some(set) = p["set"].as_object() {
-                    merge_kv(&mut self.kv, set);
                 }
             }
             _ => {}
@@ -1077,7 +1077,7 @@ mod tests {
             &Record::Event {
                 n: 1,
                 method: "x".into(),
-                params: json!({}),
+                params: EventParams::of(&json!({})),
                 emitted_at_ms: 1,
                 cause: None,
             },
@@ -1142,7 +1142,7 @@ mod tests {
         let mut end = 10;
         for (n, (method, it)) in events.iter().enumerate() {
             end += 10;
-            let params = json!({"item": it});
+            let params = EventParams::of(&json!({"item": it}));
             let n = n as u64 + 1;
             s.apply(
                 &Record::Event {

@@ -722,7 +722,7 @@ mod tests {
                 Record::Event {
                     n: u64::from(i) + 1,
                     method: "state/updated".into(),
-                    params: json!({"revision": i + 1}),
+                    params: crate::core::session::EventParams::of(&json!({"revision": i + 1})),
                     emitted_at_ms: 2,
                     cause: Some(id.clone()),
                 },

@@ -63,11 +63,11 @@ impl Host {
             Record::Event {
                 n,
                 method: method.to_string(),
-                params,
+                params: raw.clone(),
                 emitted_at_ms: now,
                 cause: cause.map(str::to_string),
             },
-            Some(raw.clone()),
+            Some(&params),
         );
         let l = self.loaded_mut(sid).expect("loaded");
         l.ephemeral_k = 0;

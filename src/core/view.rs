@@ -284,7 +284,7 @@ pub(crate) fn archived_events(
                 out.push(StoredEvent {
                     n,
                     method,
-                    params: super::session::EventParams::of(&params),
+                    params,
                     emitted_at_ms,
                     durable_at: end,
                 });

@@ -231,8 +231,15 @@ pub struct Sess {
     pub head: u64,
     /// Durable events by ordinal: (method, params).
     pub events: BTreeMap<u64, (String, Value)>,
-    /// Intakes by command id key.
+    /// Intakes by command id key (added through [`Sess::put_intake`],
+    /// which keeps the two indexes below).
     pub ledger: BTreeMap<String, Intake>,
+    /// The keys of the intakes not settled yet: what recovery must settle
+    /// (a walk of the whole ledger at every recovery's end and every
+    /// admission grew with the session, issue 10).
+    unsettled: BTreeSet<String>,
+    /// The keys of the intakes whose promised effect is still owed.
+    owing: BTreeSet<String>,
     next_seq: u64,
     /// The last lifecycle record was `loaded` (a holder is live or died).
     pub open: bool,
@@ -462,6 +469,35 @@ impl Sess {
         self.item_at.get(id).map(|i| &self.items[*i])
     }
 
+    /// Adds (or replaces) the intake under key `k`, keeping the indexes of
+    /// the unsettled and the owing intakes.
+    fn put_intake(&mut self, k: String, i: Intake) {
+        if i.settled.is_none() {
+            self.unsettled.insert(k.clone());
+        } else {
+            self.unsettled.remove(&k);
+        }
+        if i.owed.is_some() {
+            self.owing.insert(k.clone());
+        } else {
+            self.owing.remove(&k);
+        }
+        self.ledger.insert(k, i);
+    }
+
+    /// The intakes not settled yet, in key order.
+    fn unsettled_intakes(&self) -> impl Iterator<Item = &Intake> {
+        debug_assert!(
+            self.unsettled.iter().eq(self
+                .ledger
+                .iter()
+                .filter(|(_, i)| i.settled.is_none())
+                .map(|(k, _)| k)),
+            "the unsettled index lists every unsettled intake"
+        );
+        self.unsettled.iter().map(|k| &self.ledger[k])
+    }
+
     fn intake_mut(&mut self, cid: &str) -> Option<&mut Intake> {
         self.ledger.get_mut(&wire::key(cid))
     }
@@ -472,6 +508,7 @@ impl Sess {
             i.effect = true;
             if i.owed.as_ref() == Some(o) {
                 i.owed = None;
+                self.owing.remove(&wire::key(cid));
             }
         }
     }
@@ -606,7 +643,7 @@ impl Sess {
                 _ => {}
             }
         }
-        self.ledger.insert(
+        self.put_intake(
             k,
             Intake {
                 cid: cid.to_string(),
@@ -1249,6 +1286,7 @@ impl Sess {
         }
         if let Some(x) = self.ledger.get_mut(&k) {
             x.settled = Some(outcome);
+            self.unsettled.remove(&k);
         }
     }
 
@@ -1281,9 +1319,7 @@ impl Sess {
             rep.fail("recovery", &format!("task {t}"), format!("session {id}: task {t} was running when its host died and recovery did not end it"));
         }
         let open: Vec<(String, String)> = self
-            .ledger
-            .values()
-            .filter(|i| i.settled.is_none())
+            .unsettled_intakes()
             .filter(|i| {
                 !(i.method == "turn/start"
                     && matches!(self.turn_st(&i.cid), Some(TurnSt::Queued))
@@ -2307,7 +2343,21 @@ impl Sess {
     /// At the end of a life's batch or the run: every accepted command's
     /// promise is kept unless its intake settled abandoned.
     pub fn check_owed(&self, rep: &mut Report, at_end: bool) {
-        for i in self.ledger.values() {
+        debug_assert!(
+            self.owing.iter().eq(self
+                .ledger
+                .iter()
+                .filter(|(_, i)| i.owed.is_some())
+                .map(|(k, _)| k)),
+            "the owing index lists every intake whose effect is owed"
+        );
+        // At the run's end the whole ledger, not only the index.
+        let owing: Box<dyn Iterator<Item = &Intake>> = if at_end {
+            Box::new(self.ledger.values())
+        } else {
+            Box::new(self.owing.iter().map(|k| &self.ledger[k]))
+        };
+        for i in owing {
             if let Some(o) = &i.owed {
                 if matches!(i.settled, Some(Settle::Abandoned)) {
                     continue;
@@ -2649,7 +2699,7 @@ mod tests {
                 );
             }
             for (seq, cid) in [(2, "c2"), (1, "c3")] {
-                s.ledger.insert(
+                s.put_intake(
                     cid.into(),
                     Intake {
                         cid: cid.into(),

@@ -638,6 +638,20 @@ impl Session {
         Some(e)
     }
 
+    /// The durable events in memory after ordinal `n`, in order: found by
+    /// position (ordinals in memory are dense), not by a walk of all of
+    /// them (a resume's suffix, a subscribe's backlog).
+    pub fn events_after(&self, n: u64) -> impl Iterator<Item = &StoredEvent> {
+        let len = self.events.len();
+        let from = usize::try_from((n + 1).saturating_sub(self.first_in_memory_n()))
+            .map_or(len, |i| i.min(len));
+        (from..len).map(move |i| {
+            let e = &self.events[i];
+            debug_assert!(e.n > n && (i == from || e.n == self.events[i - 1].n + 1));
+            e
+        })
+    }
+
     /// The cursor of durable ordinal `n`.
     pub fn cursor(&self, n: u64) -> String {
         format!("v:{}:{}", self.id, n)

@@ -491,9 +491,7 @@ impl Host {
         }
         let Some(l) = self.loaded(sid) else { return };
         let backlog: Vec<(Vec<u8>, u64, u64)> =
-            l.s.events
-                .iter()
-                .filter(|e| e.n > after_n)
+            l.s.events_after(after_n)
                 .map(|e| {
                     (
                         envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms),
@@ -631,10 +629,7 @@ impl Host {
                     None,
                 );
                 let mut sent = after_n;
-                for e in archived
-                    .iter()
-                    .chain(s.events.iter().filter(|e| e.n > after_n))
-                {
+                for e in archived.iter().chain(s.events_after(after_n)) {
                     let line =
                         envelope::notification_line_raw(&e.method, e.params.raw(), e.emitted_at_ms);
                     self.enqueue(conn, line, None, None);

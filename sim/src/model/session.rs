@@ -2669,6 +2669,53 @@ mod tests {
 
     /// Judging a snapshot in place gives the verdicts of building the
     /// model's state as a `Value`, on snapshots one change away from right.
+    /// An owed effect is reported by the next admission's check, not only
+    /// at the run's end, and an unsettled intake by the end of a recovery:
+    /// the indexes that spare those checks a walk of the ledger list what
+    /// the walk would find, and forget what is paid or settled.
+    #[test]
+    fn owed_effects_and_unsettled_intakes_are_found_through_the_indexes() {
+        let props = |rep: &Report| {
+            rep.violations
+                .iter()
+                .map(|v| v.property)
+                .collect::<Vec<_>>()
+        };
+        let mut s = Sess::new("s1", true);
+        let mut rep = Report::default();
+        let update = json!({"sessionId": "s1", "expectedRevision": 0, "set": {"a": 1}});
+        let ack = json!({"commandId": "c1", "status": "accepted", "revision": 1});
+        s.admit(
+            &mut rep,
+            "c1",
+            "state/update",
+            &update,
+            "sig".into(),
+            (Ok(ack), None),
+            false,
+        );
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+        s.check_owed(&mut rep, false);
+        assert_eq!(props(&rep), ["acked-effect"], "the owed update, mid-run");
+        s.begin_recovery();
+        s.end_recovery(&mut rep);
+        assert_eq!(
+            props(&rep),
+            ["acked-effect", "recovery"],
+            "the unsettled intake"
+        );
+        // Paid and settled: neither check finds anything more.
+        let mut rep = Report::default();
+        s.pay("c1", &Owed::Update(1));
+        s.settle(&mut rep, "c1", Settle::Applied);
+        s.check_owed(&mut rep, false);
+        s.check_owed(&mut rep, true);
+        s.begin_recovery();
+        s.end_recovery(&mut rep);
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+        assert!(s.owing.is_empty() && s.unsettled.is_empty());
+    }
+
     #[test]
     fn snapshots_are_judged_as_by_values() {
         let mut cases = (0, 0);

@@ -131,17 +131,17 @@ impl<'a> EventFields<'a> {
 mod tests {
     use super::*;
 
-    /// What the fold read of `v` when it indexed the tree.
-    #[allow(clippy::type_complexity)]
-    fn by_value(
-        v: &Value,
-    ) -> (
+    /// What the fold reads: strings, item, source range, revision, set.
+    type Fields = (
         Vec<Option<String>>,
         Option<Value>,
         Option<(String, u64)>,
         Option<u64>,
         Option<Map<String, Value>>,
-    ) {
+    );
+
+    /// What the fold read of `v` when it indexed the tree.
+    fn by_value(v: &Value) -> Fields {
         let s = |k: &str| v[k].as_str().map(str::to_string);
         let range = v.get("sourceRange").map(|r| {
             let stream = &r["stream"];
@@ -163,16 +163,7 @@ mod tests {
         )
     }
 
-    #[allow(clippy::type_complexity)]
-    fn read(
-        f: &EventFields,
-    ) -> (
-        Vec<Option<String>>,
-        Option<Value>,
-        Option<(String, u64)>,
-        Option<u64>,
-        Option<Map<String, Value>>,
-    ) {
+    fn read(f: &EventFields) -> Fields {
         let item = f.item().to_value();
         (
             vec![f.turn_id(), f.command_id(), f.terminal(), f.reason()],

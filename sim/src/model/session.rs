@@ -231,7 +231,7 @@ pub struct Sess {
     pub head: u64,
     /// Durable events by ordinal: (method, params).
     pub events: BTreeMap<u64, (String, Value)>,
-    /// Intakes by command id key (added through [`Sess::put_intake`],
+    /// Intakes by command id key (added through `Sess::put_intake`,
     /// which keeps the two indexes below).
     pub ledger: BTreeMap<String, Intake>,
     /// The keys of the intakes not settled yet: what recovery must settle

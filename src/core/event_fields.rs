@@ -105,7 +105,7 @@ impl<'a> EventFields<'a> {
             }
         };
         Some((
-            format!("{}:{}", kind.unwrap_or_default(), id.unwrap_or_default()),
+            super::session::stream_key_of(kind.as_deref(), id.as_deref()),
             seq.unwrap_or(0),
         ))
     }

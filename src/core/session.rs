@@ -453,9 +453,9 @@ pub struct TaskRec {
 /// `session/read` snapshot, a snapshot record) and only rarely read back
 /// (a `view/page`, an item a turn completes).
 ///
-/// The text is serde_json's writing of a `Value`, so two texts are equal
-/// exactly when the values are. Clones share the text (see
-/// [`super::record::StoredAnswer`]).
+/// The host writes the text from a `Value` with serde_json; text read
+/// back from a log is kept as spelled, and compares equal to text of the
+/// same value. Clones share the text (see [`super::record::StoredAnswer`]).
 #[derive(Debug, Clone)]
 pub struct JsonText(std::sync::Arc<serde_json::value::RawValue>);
 
@@ -488,21 +488,7 @@ impl JsonText {
     pub fn str_members<const N: usize>(&self, keys: [&str; N]) -> [Option<String>; N] {
         super::members::members_str(self.0.get(), keys)
     }
-}
 
-impl PartialEq for JsonText {
-    /// Equal JSON values (the same text, or texts another writer spelled
-    /// differently: a record read by the general path is written anew).
-    fn eq(&self, other: &JsonText) -> bool {
-        // Text a `Value` cannot hold (read by the fast path) equals only
-        // itself.
-        let value = |t: &JsonText| serde_json::from_str::<Value>(t.0.get()).ok();
-        self.0.get() == other.0.get()
-            || matches!((value(self), value(other)), (Some(a), Some(b)) if a == b)
-    }
-}
-
-impl JsonText {
     /// Reads a [`JsonText`] through a `Value`, so any deserializer can
     /// (the general record path buffers, and a raw JSON value cannot be
     /// read from a buffer); the fast record path reads the text directly.
@@ -514,6 +500,18 @@ impl JsonText {
     /// The text of a JSON value read from a longer text, as it is spelled.
     pub(crate) fn of_raw(raw: &serde_json::value::RawValue) -> JsonText {
         JsonText(raw.to_owned().into())
+    }
+}
+
+impl PartialEq for JsonText {
+    /// Equal JSON values (the same text, or texts another writer spelled
+    /// differently: a record read by the general path is written anew).
+    fn eq(&self, other: &JsonText) -> bool {
+        // Text a `Value` cannot hold (read by the fast path) equals only
+        // itself.
+        let value = |t: &JsonText| serde_json::from_str::<Value>(t.0.get()).ok();
+        self.0.get() == other.0.get()
+            || matches!((value(self), value(other)), (Some(a), Some(b)) if a == b)
     }
 }
 
@@ -1036,11 +1034,14 @@ pub fn cursor_order(cursor: &str) -> (u64, u64) {
 }
 
 fn stream_key(stream: &Value) -> String {
-    format!(
-        "{}:{}",
-        stream["kind"].as_str().unwrap_or_default(),
-        stream["id"].as_str().unwrap_or_default()
-    )
+    stream_key_of(stream["kind"].as_str(), stream["id"].as_str())
+}
+
+/// The key a source stream's sequence is kept under (`"<kind>:<id>"`, each
+/// empty when no string): the same for the stream the host emits on and
+/// for the `sourceRange` a fold reads back.
+pub(crate) fn stream_key_of(kind: Option<&str>, id: Option<&str>) -> String {
+    format!("{}:{}", kind.unwrap_or_default(), id.unwrap_or_default())
 }
 
 /// Shallow merge: `null` deletes a key.
@@ -1224,6 +1225,11 @@ mod tests {
         assert_eq!(pending(&r), pending(&s));
     }
 
+    /// A [`JsonText`] of exactly this text.
+    fn raw(s: &str) -> JsonText {
+        JsonText::of_raw(&serde_json::value::RawValue::from_string(s.into()).unwrap())
+    }
+
     #[test]
     fn string_members_are_read_from_text_as_a_value_reads_them() {
         let t = |v: Value| JsonText::of(&v);
@@ -1235,13 +1241,6 @@ mod tests {
         assert_eq!(t(json!([1, 2])).str_members(["a"]), [None]);
         assert_eq!(t(json!("a")).str_members(["a"]), [None]);
         // Escaped member names, and the last of a repeated member wins.
-        let raw = |s: &str| {
-            JsonText(
-                serde_json::value::RawValue::from_string(s.into())
-                    .unwrap()
-                    .into(),
-            )
-        };
         assert_eq!(
             raw(r#"{"\u0061":"1","a":"2"}"#).str_members(["a"]),
             [Some("2".into())]
@@ -1251,13 +1250,6 @@ mod tests {
 
     #[test]
     fn json_texts_compare_as_values_and_text_no_value_holds_equals_only_itself() {
-        let raw = |s: &str| {
-            JsonText(
-                serde_json::value::RawValue::from_string(s.into())
-                    .unwrap()
-                    .into(),
-            )
-        };
         assert_eq!(
             raw(r#"{"b": 1, "a": [2]}"#),
             JsonText::of(&json!({"a": [2], "b": 1}))

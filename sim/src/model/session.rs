@@ -485,14 +485,18 @@ impl Sess {
         self.ledger.insert(k, i);
     }
 
+    /// Whether `index` holds exactly the keys of the intakes `holds` is
+    /// true of (what a walk of the ledger would find).
+    fn indexes(&self, index: &BTreeSet<String>, holds: fn(&Intake) -> bool) -> bool {
+        index
+            .iter()
+            .eq(self.ledger.iter().filter(|(_, i)| holds(i)).map(|(k, _)| k))
+    }
+
     /// The intakes not settled yet, in key order.
     fn unsettled_intakes(&self) -> impl Iterator<Item = &Intake> {
         debug_assert!(
-            self.unsettled.iter().eq(self
-                .ledger
-                .iter()
-                .filter(|(_, i)| i.settled.is_none())
-                .map(|(k, _)| k)),
+            self.indexes(&self.unsettled, |i| i.settled.is_none()),
             "the unsettled index lists every unsettled intake"
         );
         self.unsettled.iter().map(|k| &self.ledger[k])
@@ -2344,11 +2348,7 @@ impl Sess {
     /// promise is kept unless its intake settled abandoned.
     pub fn check_owed(&self, rep: &mut Report, at_end: bool) {
         debug_assert!(
-            self.owing.iter().eq(self
-                .ledger
-                .iter()
-                .filter(|(_, i)| i.owed.is_some())
-                .map(|(k, _)| k)),
+            self.indexes(&self.owing, |i| i.owed.is_some()),
             "the owing index lists every intake whose effect is owed"
         );
         // At the run's end the whole ledger, not only the index.

@@ -62,6 +62,68 @@ pub(crate) fn as_u64(raw: &RawValue) -> Option<u64> {
     serde_json::from_str(raw.get()).ok()
 }
 
+/// Whether JSON text that serde_json already read as one raw value (so
+/// well-formed) is also text a `Value` holds: nested no deeper than
+/// serde_json lets a `Value` nest, every number within `f64`, every `\u`
+/// escape a character. Text kept as read (an event's params, an answer,
+/// an item) must be, or a later read of it as a tree would fail where
+/// decoding the record as a tree refuses it. A plain scan decides for the
+/// text the host writes (shallow, no exponents, no escapes of the `D`
+/// range); anything else is parsed as a `Value` to decide.
+pub(crate) fn value_readable(text: &str) -> bool {
+    plainly_readable(text) || serde_json::from_str::<serde_json::Value>(text).is_ok()
+}
+
+/// [`value_readable`] for plain reasons, seen in one pass; `false` says
+/// nothing.
+fn plainly_readable(text: &str) -> bool {
+    let b = text.as_bytes();
+    let (mut i, mut depth) = (0, 0u32);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let Some(j) = memchr::memchr2(b'"', b'\\', &b[i..]) else {
+                        return false;
+                    };
+                    i += j;
+                    if b[i] == b'"' {
+                        break;
+                    }
+                    if b.get(i + 1) == Some(&b'u') && matches!(b.get(i + 2), Some(b'd' | b'D')) {
+                        return false;
+                    }
+                    i += 2;
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > 64 {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while b
+                    .get(i + 1)
+                    .is_some_and(|c| matches!(c, b'0'..=b'9' | b'.' | b'-' | b'+' | b'e' | b'E'))
+                {
+                    i += 1;
+                }
+                let number = &b[start..=i];
+                if number.len() > 300 || number.iter().any(|c| matches!(c, b'e' | b'E')) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 /// A member name matched against the keys sought, as read (escapes
 /// resolved), without keeping it: its index among them, if any.
 struct KeyIn<'k, const N: usize>(&'k [&'k str; N]);
@@ -122,6 +184,33 @@ mod tests {
                 assert_eq!(s.as_deref(), v.get(k).and_then(Value::as_str), "{t} {k}");
             }
         }
+    }
+
+    #[test]
+    fn text_is_value_readable_exactly_when_a_value_reads_it() {
+        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let texts = [
+            r#"{"a":[1,-2.5,true,false,null],"s":"x\\\"y\\u00e9"}"#.to_string(),
+            r#"{"n":1e300,"m":-1.5E-7}"#.to_string(),
+            "1e999".to_string(),
+            "-1e400".to_string(),
+            format!("1{}", "0".repeat(400)),
+            format!("1{}", "0".repeat(200)),
+            r#""\ud83d\ude00""#.to_string(),
+            r#""\ud83d""#.to_string(),
+            r#""\ude00""#.to_string(),
+            r#""\ud7ff""#.to_string(),
+            deep(60),
+            deep(100),
+            deep(200),
+            r#"{"e":"1e999 [[[["}"#.to_string(),
+        ];
+        for t in &texts {
+            let raw: Box<RawValue> = serde_json::from_str(t).unwrap();
+            let by_value = serde_json::from_str::<serde_json::Value>(raw.get()).is_ok();
+            assert_eq!(value_readable(raw.get()), by_value, "{t}");
+        }
+        assert!(!value_readable("1e999") && !value_readable(&deep(200)));
     }
 
     #[test]

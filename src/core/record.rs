@@ -1013,6 +1013,22 @@ mod tests {
                 "{p}"
             );
         }
+        // Event params kept as read that no `Value` holds (too deep, a
+        // number out of range, a lone surrogate): refused by both paths.
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for bad in [deep.as_str(), "1e999", r#""\ud83d""#] {
+            let event = format!(
+                r#"{{"record":"event","n":1,"method":"m","params":{bad},"emittedAtMs":1,"cause":null}}"#
+            );
+            let received = format!(
+                r#"{{"record":"received","commandId":"c","method":"m","params":{{}},"signature":"s","answer":{{"result":{bad}}},"atMs":1}}"#
+            );
+            assert_eq!(Record::decode(5, event.as_bytes()), None, "{event}");
+            assert_eq!(general(5, event.as_bytes()), None, "{event}");
+            // An answer kept as text is not checked so (see the closing
+            // note of the thirtieth session): the general path refuses it.
+            assert_eq!(general(3, received.as_bytes()), None, "{received}");
+        }
         // A foreign type byte.
         assert_eq!(Record::decode(9, br#"{"record":"loaded","atMs":1}"#), None);
     }

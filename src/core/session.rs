@@ -522,11 +522,16 @@ impl serde::Serialize for JsonText {
 }
 
 impl<'de> serde::Deserialize<'de> for JsonText {
-    /// Any JSON value, its text kept as it is spelled. Only the host's own
-    /// writing is read back this way (a snapshot record it wrote from
+    /// Any JSON value a `Value` can hold, its text kept as it is spelled
+    /// (text no `Value` holds is refused, as reading it as a tree would
+    /// refuse it: a load then reports the record undecodable). Only the
+    /// host's own writing is read back this way (a snapshot record it wrote from
     /// [`JsonText`]s, under its CRC), so the text is serde_json's.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<JsonText, D::Error> {
         let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        if !super::members::value_readable(raw.get()) {
+            return Err(serde::de::Error::custom("JSON text no Value can hold"));
+        }
         Ok(JsonText(raw.into()))
     }
 }

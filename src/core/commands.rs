@@ -186,6 +186,15 @@ impl Host {
     ) -> Result<Answer, NotYet> {
         let (at, len, settled) = match replay {
             Replay::Now(a) => return Ok(a),
+            Replay::Unreadable { at, why } => {
+                let l = self.loaded(sid).expect("loaded");
+                let (file, offset) = if at >= l.tail_from {
+                    (self.log_path(sid), l.phys(at))
+                } else {
+                    (self.archive_path(sid), at)
+                };
+                return Err(NotYet::Failed(RpcError::log_corrupt(&file, offset, why)));
+            }
             Replay::Archived { at, len, settled } => (at, len, settled),
         };
         let to = at + u64::from(len);
@@ -206,7 +215,9 @@ impl Host {
         let recs = decode_archived(bytes, at)
             .map_err(|c| NotYet::Failed(RpcError::log_corrupt(&file, c.offset, &c.detail)))?;
         match recs.first().map(|(r, _)| r) {
-            Some(Record::Received { answer, .. }) if !settled => Ok(answer.to_answer()),
+            Some(Record::Received { answer, .. }) if !settled => answer
+                .to_answer()
+                .map_err(|why| NotYet::Failed(RpcError::log_corrupt(&file, at, why))),
             Some(Record::Settled {
                 outcome: Outcome::Rejected { error },
                 ..

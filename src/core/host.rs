@@ -888,7 +888,11 @@ impl Host {
         gate: Option<Gate>,
     ) {
         if !answer.is_result() {
-            return self.respond(conn, id, &answer.to_answer(), gate);
+            // A rejection's text was checked when read: it parses.
+            let answer = answer.to_answer().unwrap_or_else(|why| {
+                Answer::Error(RpcError::internal(why.to_string()).to_value())
+            });
+            return self.respond(conn, id, &answer, gate);
         }
         let line = envelope::response_line_raw(id, answer.raw());
         self.enqueue(conn, line, gate, Some(id.clone()));

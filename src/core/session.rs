@@ -120,6 +120,16 @@ const OTHER_METHOD: u8 = u8::MAX;
 pub enum Replay {
     /// In memory.
     Now(Answer),
+    /// In memory, but its text is not JSON a `Value` holds (see
+    /// [`super::record::StoredAnswer::to_answer`]): the `received` record at
+    /// this logical offset holds a damaged answer, which the replay reports
+    /// as `logCorrupt`.
+    Unreadable {
+        /// Logical offset of the `received` record.
+        at: u64,
+        /// What the parse said.
+        why: super::record::Unreadable,
+    },
     /// In the archive: the record at this logical offset and length holds
     /// it (`settled`: the rejection of a `settled` record, else the answer
     /// of a `received` record).
@@ -374,7 +384,13 @@ impl LedgerEntry {
                 &command_id.as_sent(),
             ))),
             Settled::Applied | Settled::Pending => match self.answer() {
-                Some(a) => Replay::Now(a.to_answer()),
+                Some(a) => match a.to_answer() {
+                    Ok(a) => Replay::Now(a),
+                    Err(why) => Replay::Unreadable {
+                        at: self.received_at,
+                        why,
+                    },
+                },
                 None => Replay::Archived {
                     at: self.received_at,
                     len: self.received_len,

@@ -1069,6 +1069,63 @@ fn corrupt_log_fails_load_naming_offset_and_torn_tail_is_truncated() {
 }
 
 #[test]
+fn a_stored_ack_no_value_holds_replays_as_log_corrupt_not_a_panic() {
+    // A CRC-valid log whose `received` record holds an ack that is JSON
+    // but not JSON a `Value` holds (a hand-made log: the host never writes
+    // one). The load keeps the ack as read; the replay that must parse it
+    // says `logCorrupt`, naming the file and the record's offset.
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let upd =
+        json!({"sessionId": SID, "commandId": cid(40), "expectedRevision": 0, "set": {"k": 1}});
+    let f = req(&mut h, c, 2, "state/update", upd.clone());
+    assert_eq!(response(&f, 2)["result"]["revision"], json!(1));
+    h.crash();
+    let log = h.disk.files[SID].durable.clone();
+    let frames = crate::log::scan(&log).frames;
+    let target = frames
+        .iter()
+        .filter(|f| f.record_type == 3)
+        .find(|f| String::from_utf8_lossy(f.payload).contains(&cid(40)))
+        .expect("the update's received record");
+    let (at, end) = (target.offset as usize, target.end_offset() as usize);
+    let mut payload: Value = serde_json::from_slice(target.payload).unwrap();
+    payload["answer"] = json!({"result": "PLACEHOLDER"});
+    let text = serde_json::to_string(&payload)
+        .unwrap()
+        .replace(r#""PLACEHOLDER""#, r#"{"revision":1,"odd":"\ud800"}"#);
+    let mut damaged = log[..at].to_vec();
+    damaged.extend(crate::log::encode_frame(3, text.as_bytes()));
+    damaged.extend_from_slice(&log[end..]);
+    h.disk.files.get_mut(SID).unwrap().durable = damaged.clone();
+    let c = h.connect();
+    init(&mut h, c);
+    // A resume loads the session: its answer never parses the update's.
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(3)}),
+    );
+    assert!(response(&f, 3).get("result").is_some(), "{f:?}");
+    // The update's replay must parse its ack: a typed error, no panic.
+    let f = req(&mut h, c, 4, "state/update", upd);
+    let e = &response(&f, 4)["error"];
+    assert_eq!(e["code"], json!(-32603), "{e}");
+    assert_eq!(e["data"]["reason"], json!("logCorrupt"), "{e}");
+    assert_eq!(e["data"]["offset"], json!(at), "{e}");
+    assert_eq!(
+        e["data"]["file"],
+        json!(format!("/data/sessions/{SID}/session.log"))
+    );
+    assert!(
+        h.disk.files[SID].contents().starts_with(&damaged),
+        "nothing is cut"
+    );
+}
+
+#[test]
 fn ephemeral_sessions_die_with_their_host() {
     let (mut h, c) = check(Durability::Ephemeral);
     let f = start(&mut h, c);

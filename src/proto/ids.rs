@@ -31,6 +31,31 @@ pub fn id_key(s: &str) -> String {
     s.to_ascii_lowercase()
 }
 
+/// [`HEX`]'s flag of a byte that is no hex digit.
+const NOT_HEX: u8 = 0x80;
+/// [`HEX`]'s flag of a lowercase hex letter.
+const LOWER: u8 = 0x40;
+/// [`HEX`]'s flag of an uppercase hex letter.
+const UPPER: u8 = 0x20;
+
+/// Per byte: a hex digit's value (low nibble) and its case flag, or
+/// [`NOT_HEX`].
+const HEX: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = LOWER | (10 + i as u8);
+        t[b'A' as usize + i] = UPPER | (10 + i as u8);
+        i += 1;
+    }
+    t
+};
+
 /// A command id as a map key (the session ledger's): the id as first
 /// sent, compared and ordered exactly as its [`id_key`] (lowercase) form
 /// is, so that two spellings of one UUID name one command and a map keyed
@@ -53,23 +78,33 @@ pub enum CmdKey {
 }
 
 impl CmdKey {
-    /// The key of `id` (as sent).
+    /// The key of `id` (as sent). One pass over the bytes through a
+    /// table: the form checked, the letters' case seen and the digits read
+    /// together (a command's id is keyed at its intake, its settlement and
+    /// every record a load folds).
     pub fn of(id: &str) -> CmdKey {
-        if is_hyphenated_uuid(id) {
-            let b = id.as_bytes();
-            let lower = !b.iter().any(u8::is_ascii_uppercase);
-            let upper = !b.iter().any(u8::is_ascii_lowercase);
-            if lower || upper {
-                let mut v: u128 = 0;
-                for c in b.iter().filter(|c| **c != b'-') {
-                    let d = (*c as char).to_digit(16).expect("hex digits checked");
-                    v = (v << 4) | u128::from(d);
+        let b = id.as_bytes();
+        if b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-') {
+            let mut seen = 0u8;
+            let mut read = |digits: &[&[u8]]| {
+                let mut w = 0u64;
+                for &c in digits.iter().flat_map(|d| d.iter()) {
+                    let t = HEX[usize::from(c)];
+                    seen |= t;
+                    w = (w << 4) | u64::from(t & 0x0F);
                 }
-                let w = [(v >> 64) as u64, v as u64];
-                return if lower {
-                    CmdKey::Lower(w)
+                w
+            };
+            let hi = read(&[&b[0..8], &b[9..13], &b[14..18]]);
+            let lo = read(&[&b[19..23], &b[24..36]]);
+            debug_assert_eq!(seen & NOT_HEX == 0, is_hyphenated_uuid(id));
+            let (lower, upper) = (seen & LOWER != 0, seen & UPPER != 0);
+            if seen & NOT_HEX == 0 && !(lower && upper) {
+                // Digits only count as lowercase.
+                return if upper {
+                    CmdKey::Upper([hi, lo])
                 } else {
-                    CmdKey::Upper(w)
+                    CmdKey::Lower([hi, lo])
                 };
             }
         }
@@ -229,6 +264,9 @@ mod tests {
             "017f22e2-79b0-7cc3-98c4-dc0c0c07398",
             "017f22e2-79b0-7cc3-98c4-dc0c0c07398fz",
             "017f22e2-79b0-7cc3-98c4-dc0c0c07398g",
+            "017f22e2-79b0-7cc3-98c4-dc0c0c0739-f",
+            "017f22e2x79b0-7cc3-98c4-dc0c0c07398f",
+            "017f22e2-79b0-7cc3-98c4-dc0c0c0739\u{e9}",
             "zzz",
             "-",
             "0",

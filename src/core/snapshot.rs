@@ -739,6 +739,71 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_that_breaks_what_restoring_relies_on_is_refused() {
+        // A CRC-valid snapshot that a correct host never writes (a foreign
+        // or hand-made file): each defect is refused with its reason, never
+        // restored.
+        let (s, log) = big_session(3);
+        let good = s.to_snapshot();
+        assert_eq!(good.archive_len, log.len() as u64);
+        assert_eq!(Session::check_snapshot(&good), Ok(()));
+        let mut with_turn = good.clone();
+        with_turn.turns.push(SnapTurn {
+            turn_id: "t1".into(),
+            command_id: "c".into(),
+            status: "ended".into(),
+            terminal: Some("completed".into()),
+            text: String::new(),
+            started: true,
+            failure: None,
+        });
+        with_turn.queue.clear();
+        assert_eq!(Session::check_snapshot(&with_turn), Ok(()));
+        type Defect = (&'static str, fn(&mut Snapshot));
+        let defects: [Defect; 12] = [
+            ("unsupported log format", |x| x.format += 1),
+            ("an event offset lies past the archive", |x| {
+                // The last event starting exactly at the archive's end.
+                let before: u64 = x.event_starts.iter().rev().skip(1).sum();
+                *x.event_starts.last_mut().unwrap() = x.archive_len - before;
+            }),
+            ("an event offset lies past the archive", |x| {
+                x.event_starts[0] = u64::MAX;
+            }),
+            ("sha256 is not 64 hex digits", |x| {
+                x.ledger[0].sha256.pop();
+            }),
+            ("bad intake order", |x| x.ledger[1].seq = x.ledger[0].seq),
+            ("bad intake order", |x| x.ledger[0].seq = x.intake_count + 1),
+            ("received record past the archive", |x| {
+                x.ledger[0].received.0 = x.archive_len - u64::from(x.ledger[0].received.1) + 1;
+            }),
+            ("bad outcome", |x| x.ledger[0].outcome = Some("done".into())),
+            ("bad outcome", |x| {
+                let s = x.ledger[0].settled.as_mut().unwrap();
+                s.0 = x.archive_len - u64::from(s.1) + 1;
+            }),
+            ("bad status", |x| x.turns[0].terminal = None),
+            ("is queued or running but unknown", |x| {
+                x.running = Some("t9".into())
+            }),
+            ("an item without itemId", |x| {
+                x.items.push(crate::core::session::EventParams::of(
+                    &json!({"kind": "userMessage"}),
+                ));
+            }),
+        ];
+        for (reason, defect) in defects {
+            let mut bad = with_turn.clone();
+            defect(&mut bad);
+            match Session::check_snapshot(&bad) {
+                Err(BadSnapshot(m)) => assert!(m.contains(reason), "{m:?} is not {reason:?}"),
+                Ok(()) => panic!("a snapshot with {reason:?} was accepted"),
+            }
+        }
+    }
+
+    #[test]
     fn a_dense_map_is_the_map_of_its_entries_inserted_in_order() {
         // Keys in a scrambled order with repeats that differ in case: the
         // last of equal keys wins, key (its spelling) and value.

@@ -51,6 +51,21 @@ fn methods(frames: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// A new initialized connection that resumes the session (request `id`,
+/// command `cid(n)`): the connection and the frames it got.
+fn reconnect_and_resume(h: &mut Harness, id: u64, n: u32) -> (u64, Vec<Value>) {
+    let c = h.connect();
+    init(h, c);
+    let f = req(
+        h,
+        c,
+        id,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(n)}),
+    );
+    (c, f)
+}
+
 fn start(h: &mut Harness, c: u64) -> Vec<Value> {
     req(
         h,
@@ -661,15 +676,7 @@ fn crash_before_sync_loses_the_unacked_intake_and_replay_applies_it_once() {
     assert!(f.is_empty());
     h.crash();
     h.hold_syncs = false;
-    let c = h.connect();
-    init(&mut h, c);
-    let f = req(
-        &mut h,
-        c,
-        3,
-        "session/resume",
-        json!({"sessionId": SID, "commandId": cid(61)}),
-    );
+    let (c, f) = reconnect_and_resume(&mut h, 3, 61);
     assert_eq!(
         response(&f, 3)["result"]["history"]["snapshot"]["state"]["revision"],
         json!(0)
@@ -698,15 +705,7 @@ fn durable_dedupe_survives_restart_and_torn_intake_settles_abandoned() {
     start(&mut h, c);
     let first = turn(&mut h, c, 2, 10, "hello", json!({}));
     h.crash();
-    let c = h.connect();
-    init(&mut h, c);
-    let f = req(
-        &mut h,
-        c,
-        3,
-        "session/resume",
-        json!({"sessionId": SID, "commandId": cid(70)}),
-    );
+    let (c, f) = reconnect_and_resume(&mut h, 3, 70);
     assert!(response(&f, 3).get("result").is_some());
     let replay = turn(&mut h, c, 4, 10, "hello", json!({}));
     assert_eq!(
@@ -728,15 +727,7 @@ fn durable_dedupe_survives_restart_and_torn_intake_settles_abandoned() {
     let received_end = scan.frames[0].end_offset() as usize;
     h.crash_torn(received_end);
     h.hold_syncs = false;
-    let c = h.connect();
-    init(&mut h, c);
-    let f = req(
-        &mut h,
-        c,
-        6,
-        "session/resume",
-        json!({"sessionId": SID, "commandId": cid(72)}),
-    );
+    let (c, f) = reconnect_and_resume(&mut h, 6, 72);
     assert!(response(&f, 6).get("result").is_some());
     let f = req(
         &mut h,
@@ -1029,15 +1020,7 @@ fn corrupt_log_fails_load_naming_offset_and_torn_tail_is_truncated() {
         .unwrap()
         .durable
         .extend_from_slice(b"MSPL\x01\x05");
-    let c = h.connect();
-    init(&mut h, c);
-    let f = req(
-        &mut h,
-        c,
-        3,
-        "session/resume",
-        json!({"sessionId": SID, "commandId": cid(3)}),
-    );
+    let (_, f) = reconnect_and_resume(&mut h, 3, 3);
     assert!(response(&f, 3).get("result").is_some());
     assert!(h.disk.files[SID].durable.starts_with(&good));
     assert!(
@@ -1052,15 +1035,7 @@ fn corrupt_log_fails_load_naming_offset_and_torn_tail_is_truncated() {
     let mut bad = h.disk.files[SID].durable.clone();
     bad[30] ^= 0xff;
     h.disk.files.get_mut(SID).unwrap().durable = bad.clone();
-    let c = h.connect();
-    init(&mut h, c);
-    let f = req(
-        &mut h,
-        c,
-        4,
-        "session/resume",
-        json!({"sessionId": SID, "commandId": cid(4)}),
-    );
+    let (_, f) = reconnect_and_resume(&mut h, 4, 4);
     let e = &response(&f, 4)["error"];
     assert_eq!(e["code"], json!(-32603));
     assert_eq!(e["data"]["reason"], json!("logCorrupt"));
@@ -1135,15 +1110,7 @@ fn ephemeral_sessions_die_with_their_host() {
     assert_eq!(response(&t, 2)["result"], response(&dup, 3)["result"]);
     assert!(h.disk.files.is_empty(), "an ephemeral host writes nothing");
     h.crash();
-    let c = h.connect();
-    init(&mut h, c);
-    let f = req(
-        &mut h,
-        c,
-        4,
-        "session/resume",
-        json!({"sessionId": SID, "commandId": cid(5)}),
-    );
+    let (_, f) = reconnect_and_resume(&mut h, 4, 5);
     assert_eq!(response(&f, 4)["error"]["code"], json!(-32020));
 }
 

@@ -87,6 +87,12 @@ pub struct Harness {
     /// When set, opens wait in `held_opens` until [`Harness::release_opens`].
     pub hold_opens: bool,
     held_opens: VecDeque<Output>,
+    /// When set, reads of a session's files without its lease (`Read`,
+    /// `ReadHistory`) wait in `held_reads` until
+    /// [`Harness::release_reads`], as they do on the io threads of
+    /// `msp serve` while other inputs come in.
+    pub hold_reads: bool,
+    held_reads: VecDeque<Output>,
     /// Kill the host right after this step of the next compaction: `true`
     /// for a power loss, `false` for a process crash.
     pub compact_crash: Option<(CompactStep, bool)>,
@@ -145,6 +151,8 @@ impl Harness {
             fail_next_sync: false,
             hold_opens: false,
             held_opens: VecDeque::new(),
+            hold_reads: false,
+            held_reads: VecDeque::new(),
             compact_crash: None,
             lose_renames: false,
             compactions_count: 0,
@@ -159,6 +167,14 @@ impl Harness {
     /// Carries out every held open, in order.
     pub fn release_opens(&mut self) {
         while let Some(o) = self.held_opens.pop_front() {
+            self.execute(o);
+            self.run();
+        }
+    }
+
+    /// Carries out every held read, in order.
+    pub fn release_reads(&mut self) {
+        while let Some(o) = self.held_reads.pop_front() {
             self.execute(o);
             self.run();
         }
@@ -292,6 +308,7 @@ impl Harness {
             f.volatile.clear();
         }
         self.held_syncs.clear();
+        self.held_reads.clear();
         self.disk.leases.clear();
         self.open_conns.clear();
         self.sent.clear();
@@ -372,6 +389,9 @@ impl Harness {
                 self.open_conns.retain(|c| *c != conn);
             }
             o @ Output::Open { .. } if self.hold_opens => self.held_opens.push_back(o),
+            o @ (Output::Read { .. } | Output::ReadHistory { .. }) if self.hold_reads => {
+                self.held_reads.push_back(o)
+            }
             Output::Open {
                 session,
                 mode,

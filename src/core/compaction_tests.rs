@@ -498,3 +498,56 @@ fn a_damaged_archive_fails_the_replay_naming_the_archive() {
     let orig = &answers[at];
     assert_eq!(again["result"], orig["result"], "{again} vs {orig}");
 }
+
+/// A `view/subscribe` line that comes twice (a duplicate on the wire)
+/// while the archived backlog the first one asked for is still being read
+/// (on `msp serve`'s io threads; under the simulator's `slow-io`): every
+/// event reaches the connection once, in order. The second line must count
+/// the backlog in flight as already queued.
+#[test]
+fn a_subscribe_repeated_while_its_archived_backlog_is_read_sends_each_event_once() {
+    let mut cl = Client::new(4);
+    cl.call(
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": SID}),
+    );
+    // Updates until a compaction has just archived every event: the
+    // whole backlog is then read from the archive, with nothing queued
+    // behind it from memory.
+    let mut updates = 0u32;
+    while cl.h.compactions_count == 0 || updates < 8 {
+        let before = cl.h.compactions_count;
+        let (method, params) = update(100 + updates, u64::from(updates));
+        cl.call(&method, params);
+        cl.advance(100);
+        updates += 1;
+        if cl.h.compactions_count > before && updates >= 8 {
+            break;
+        }
+        assert!(updates < 100, "the log compacts");
+    }
+    cl.connect();
+    let c = cl.c;
+    cl.h.hold_reads = true;
+    let sub = json!({"jsonrpc": "2.0", "id": 77, "method": "view/subscribe",
+        "params": {"sessionId": SID, "after": format!("v:{SID}:0")}});
+    cl.h.send(c, &sub);
+    cl.h.send(c, &sub);
+    let mut frames = cl.h.take(c);
+    cl.h.hold_reads = false;
+    cl.h.release_reads();
+    frames.extend(cl.h.take(c));
+    let seen: Vec<u64> = frames
+        .iter()
+        .filter_map(|f| f["params"]["viewCursor"].as_str())
+        .filter_map(|c| c.rsplit(':').next()?.parse().ok())
+        .collect();
+    assert!(seen.len() >= 8, "the updates' events came: {frames:#?}");
+    let expected: Vec<u64> = (1..=seen.len() as u64).collect();
+    assert_eq!(seen, expected, "each event once, in order: {frames:#?}");
+    let answers = frames
+        .iter()
+        .filter(|f| f["id"] == json!(77) && f.get("method").is_none())
+        .count();
+    assert_eq!(answers, 2, "both lines answered");
+}

@@ -1746,6 +1746,64 @@ fn a_torn_unqueue_is_applied_with_its_effect_or_abandoned_without_it() {
 }
 
 /// The durable ordinal `n` of a cursor `v:<session>:<n>`.
+/// A read of a session's files waits on the disk (on `msp serve`'s io
+/// threads; under the simulator's `slow-io`) while another connection
+/// closes: the read is still answered on the connection that asked.
+#[test]
+fn a_read_in_flight_is_answered_after_another_connection_closes() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "hi", json!({}));
+    h.crash();
+    let a = h.connect();
+    init(&mut h, a);
+    let b = h.connect();
+    init(&mut h, b);
+    h.hold_reads = true;
+    let f = req(&mut h, a, 3, "session/read", json!({"sessionId": SID}));
+    assert!(f.is_empty(), "the read waits on the disk: {f:#?}");
+    h.disconnect(b);
+    h.hold_reads = false;
+    h.release_reads();
+    let f = h.take(a);
+    assert_eq!(
+        response(&f, 3)["result"]["session"]["status"],
+        json!("notLoaded")
+    );
+}
+
+/// A `view/subscribe` line that comes twice (a duplicate on the wire)
+/// while the first one's backlog is still being read from the file:
+/// every event of the backlog reaches the connection once, in order.
+#[test]
+fn a_subscribe_repeated_while_its_backlog_is_read_sends_each_event_once() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    turn(&mut h, c, 2, 10, "hi", json!({}));
+    h.crash();
+    let a = h.connect();
+    init(&mut h, a);
+    h.hold_reads = true;
+    let sub = json!({"sessionId": SID, "after": format!("v:{SID}:0")});
+    let mut frames = req(&mut h, a, 3, "view/subscribe", sub.clone());
+    frames.extend(req(&mut h, a, 3, "view/subscribe", sub));
+    h.hold_reads = false;
+    h.release_reads();
+    frames.extend(h.take(a));
+    let seen = event_ordinals(&frames);
+    assert!(seen.len() >= 3, "the turn's events came: {frames:#?}");
+    let expected: Vec<u64> = (1..=seen.len() as u64).collect();
+    assert_eq!(seen, expected, "each event once, in order: {frames:#?}");
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|f| f["id"] == json!(3) && f.get("method").is_none())
+            .count(),
+        2,
+        "both lines answered"
+    );
+}
+
 fn cursor_ordinal(cursor: &Value) -> u64 {
     let c = cursor.as_str().expect("a cursor");
     c.rsplit(':')

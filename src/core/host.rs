@@ -698,11 +698,6 @@ impl Host {
         t
     }
 
-    /// Current host time (the last time passed in).
-    pub fn now_ms(&self) -> u64 {
-        self.now_ms
-    }
-
     /// The configuration.
     pub fn config(&self) -> &HostConfig {
         &self.cfg

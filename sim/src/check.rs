@@ -75,6 +75,8 @@ pub fn check_mixes() -> [(&'static str, FaultMix); 2] {
         // Off: the check's disk faults are failed syncs and a full disk.
         read_fail_permille: 0,
         solo_sync_permille: 0,
+        // Off: the check's orders of events come from its delays.
+        slow_io_permille: 0,
         compact_records: 0,
     };
     [

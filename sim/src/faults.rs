@@ -12,7 +12,10 @@
 //!   its sync: reads, crashes and replays that land in it;
 //!   `disk-full` fails appends during a window; `read-fail` fails the
 //!   reads of a session's files (opening it to load it, or reading it
-//!   without the lease), as an EIO would; synced bytes never change
+//!   without the lease), as an EIO would; `slow-io` completes such an
+//!   open or read 1-40 ms later instead of at once, so other inputs (a
+//!   disconnect, another request, a sync) land while it is in flight, as
+//!   they do on the io threads of `msp serve`; synced bytes never change
 //!   (except under the `bitrot` scenario's deliberate damage);
 //! - process: `crash` at any output step, `crash-point` crash at a named
 //!   crash point, `restart` from the same disk after a delay. A crash is a
@@ -31,7 +34,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 19] = [
+pub const FAULT_NAMES: [&str; 20] = [
     "drop",
     "dup",
     "delay",
@@ -51,6 +54,7 @@ pub const FAULT_NAMES: [&str; 19] = [
     "rot",
     "read-fail",
     "solo-sync",
+    "slow-io",
 ];
 
 /// A fault level of a mix: on with `on_permille`, then one of `levels`;
@@ -122,6 +126,12 @@ pub struct FaultMix {
     /// both modes over the same logs. Drawn only under
     /// [`Draws::WithSoloSyncs`] (0 in older runs).
     pub solo_sync_permille: u64,
+    /// Opening a session or reading its files completes 1-40 simulated ms
+    /// after the host asked, not at once: the host's other inputs (lines,
+    /// disconnects, syncs, timers) land in between, as on the io threads
+    /// of `msp serve`. Drawn only under [`Draws::WithSlowIo`] (0 in older
+    /// runs: every open and read completes in the step that asked).
+    pub slow_io_permille: u64,
     /// Sessions compact their log after this many records (0: never); see
     /// `run.rs`: compaction steps are crash points, and the judge then reads
     /// the trace with compaction translated away.
@@ -152,6 +162,7 @@ impl FaultMix {
             rot_permille: 0,
             read_fail_permille: 0,
             solo_sync_permille: 0,
+            slow_io_permille: 0,
             compact_records: 0,
         };
         m.compact_records = pick(world, 300, &[8, 24, 64]);
@@ -176,6 +187,10 @@ impl FaultMix {
         if draws >= Draws::WithSoloSyncs {
             // Last again.
             m.solo_sync_permille = pick(world, 300, &[500, 1000]);
+        }
+        if draws >= Draws::WithSlowIo {
+            // Last again.
+            m.slow_io_permille = pick(world, 500, &[300, 1000]);
         }
         match scenario {
             Scenario::Mixed => {}
@@ -255,6 +270,7 @@ impl FaultMix {
             ("rot", self.rot_permille),
             ("read-fail", self.read_fail_permille),
             ("solo-sync", self.solo_sync_permille),
+            ("slow-io", self.slow_io_permille),
         ];
         let on: Vec<String> = parts
             .iter()

@@ -98,13 +98,18 @@ pub enum Draws {
     /// without group commit (one more decision at each start). And a
     /// conflict probe of a carrier-less row whose `flip` is drawn sends a
     /// durable `state/update` of its id (`moves::respell`; no draw added).
-    #[default]
     WithSoloSyncs,
+    /// Version 11: the fault mix then draws a `slow-io` level (last); when
+    /// it is on, each open and read of a session's files draws whether it
+    /// completes 1-40 ms later instead of in the step that asked (and, if
+    /// so, when), so the host's other inputs land while it is in flight.
+    #[default]
+    WithSlowIo,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithSoloSyncs;
+    pub const CURRENT: Draws = Draws::WithSlowIo;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -119,6 +124,7 @@ impl Draws {
             Draws::WithUpperIds => 8,
             Draws::WithReadFaults => 9,
             Draws::WithSoloSyncs => 10,
+            Draws::WithSlowIo => 11,
         }
     }
 
@@ -135,6 +141,7 @@ impl Draws {
             8 => Some(Draws::WithUpperIds),
             9 => Some(Draws::WithReadFaults),
             10 => Some(Draws::WithSoloSyncs),
+            11 => Some(Draws::WithSlowIo),
             _ => None,
         }
     }

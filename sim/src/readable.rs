@@ -432,6 +432,7 @@ fn storage_session(w: &What) -> Option<&str> {
         | What::LeaseRelease { session, .. }
         | What::AppendFailed { session, .. }
         | What::ReadFailed { session, .. }
+        | What::IoDelayed { session, .. }
         | What::Truncate { session, .. }
         | What::Synced { session, .. }
         | What::SyncFailed { session, .. }

@@ -36,7 +36,7 @@ use crate::plan::{Draws, Plan, Probe, ProbeSeen, Workload};
 use crate::process::HostProc;
 use crate::trace::{Actor, Fnv, Trace, What};
 use crate::workload::Scenario;
-use crate::world::{Decision, Event, World};
+use crate::world::{Decision, Event, Io, World};
 
 /// The simulated epoch (so UUIDv7 timestamps look real).
 pub const START_MS: u64 = 1_754_590_931_000;
@@ -54,6 +54,13 @@ pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 /// Per mille of the lines delivered to a host that arrive in two reads
 /// (`Draws::WithFragments`).
 pub const FRAGMENT_PERMILLE: u64 = 50;
+
+/// Under `slow-io`, the share (permille) of delayed opens and reads that
+/// take 50-400 ms (a disk busy with other readers) rather than 1-40 ms:
+/// long enough for a reconnect, a duplicate line or an unload to land
+/// while the host waits.
+pub const SLOW_IO_LONG_PERMILLE: u64 = 125;
+
 /// A host that produces more outputs than this for one input without
 /// waiting for anything is in a livelock (a read it asks again and again,
 /// say): the run stops there, with the note the run-bounded oracle reads.
@@ -440,7 +447,33 @@ impl Sim {
                 break;
             }
             match ev {
-                Event::End => break,
+                Event::End => {
+                    // Opens and reads still in flight complete first (the
+                    // disk finishes what hosts asked of it), so a request
+                    // read just before the end is answered, not cut off;
+                    // nothing else happens any more.
+                    // Bounded: a host that keeps asking for reads with no
+                    // client left to ask it is in a livelock.
+                    for n in 0.. {
+                        let Some(Event::IoDone {
+                            host,
+                            incarnation,
+                            io,
+                        }) = self.w.pop_io()
+                        else {
+                            break;
+                        };
+                        if n == HOST_STEPS_MAX {
+                            let n =
+                                format!("host{host} kept reading after the run's end (a livelock)");
+                            self.note(Actor::Host(host), What::Note(n));
+                            self.stuck = true;
+                            break;
+                        }
+                        self.io_done(host, incarnation, io);
+                    }
+                    break;
+                }
                 Event::Heal => self.heal(),
                 Event::ClientWake(c) => self.client_wake(c),
                 Event::Deliver {
@@ -456,6 +489,11 @@ impl Sim {
                     upto_bytes,
                     epoch,
                 } => self.sync_done(host, incarnation, session, upto_bytes, epoch),
+                Event::IoDone {
+                    host,
+                    incarnation,
+                    io,
+                } => self.io_done(host, incarnation, io),
                 Event::EffectDone {
                     host,
                     incarnation,
@@ -1225,70 +1263,40 @@ impl Sim {
                 session,
                 mode,
                 token,
-            } => {
-                let result = if self.read_fails(h, &session) {
-                    OpenResult::Failed(format!("reading session {session}: EIO (simulated)"))
-                } else {
-                    self.open(h, &session, mode)
-                };
-                if let Some(host) = self.hosts[h].host.as_mut() {
-                    host.handle_opened(token, result, now);
-                }
-            }
+            } => self.ask_io(
+                h,
+                Io::Open {
+                    session,
+                    mode,
+                    token,
+                },
+            ),
             Output::Read {
                 session,
                 token,
                 history,
-            } => {
-                let failed = self.read_fails(h, &session);
-                let result = match self.disk.files.get(&session) {
-                    _ if failed => {
-                        ReadResult::Failed(format!("reading session {session}: EIO (simulated)"))
-                    }
-                    None => ReadResult::NotFound,
-                    Some(f) => ReadResult::Found {
-                        log: f.bytes.clone(),
-                        history: match self.disk.archives.get(&session) {
-                            Some(a) if history => a.bytes.clone(),
-                            _ => Default::default(),
-                        },
-                        held_elsewhere: self.disk.leases.get(&session).is_some_and(|o| *o != h),
-                    },
-                };
-                if let Some(host) = self.hosts[h].host.as_mut() {
-                    host.handle_read(token, result, now);
-                }
-            }
+            } => self.ask_io(
+                h,
+                Io::Read {
+                    session,
+                    token,
+                    history,
+                },
+            ),
             Output::ReadHistory {
                 session,
                 token,
                 from_bytes,
                 to_bytes,
-            } => {
-                let archive = self.disk.archives.get(&session).map(|a| &a.bytes[..]);
-                let result =
-                    match archive.and_then(|a| a.get(from_bytes as usize..to_bytes as usize)) {
-                        Some(b) => HistoryResult::Found(b.to_vec()),
-                        None => HistoryResult::Failed(format!(
-                            "the archive of {session} has no bytes {from_bytes}..{to_bytes}"
-                        )),
-                    };
-                let found = matches!(result, HistoryResult::Found(_));
-                let inc = self.hosts[h].inc;
-                self.note(
-                    Actor::Host(h),
-                    What::ArchiveRead {
-                        inc,
-                        session: session.clone(),
-                        from_bytes,
-                        to_bytes,
-                        found,
-                    },
-                );
-                if let Some(host) = self.hosts[h].host.as_mut() {
-                    host.handle_history(token, result, now);
-                }
-            }
+            } => self.ask_io(
+                h,
+                Io::History {
+                    session,
+                    token,
+                    from_bytes,
+                    to_bytes,
+                },
+            ),
             Output::Compact {
                 session,
                 snapshot,
@@ -1446,6 +1454,135 @@ impl Sim {
     /// `read-fail` fault; never while the run heals); counted and traced.
     /// An open fails before it takes the lease, as the io layer's does
     /// when it cannot read the log (its lease guard is dropped).
+    /// An open or read host `h` asked for: carried out now, or, under
+    /// `slow-io` (drawn per request), 1-40 ms later (50-400 ms one time in
+    /// eight), when the host's other
+    /// inputs may have come in between (as on `msp serve`'s io threads).
+    /// The files are read when it completes; a host that died meanwhile
+    /// never hears of it.
+    fn ask_io(&mut self, h: usize, io: Io) {
+        if self.w.chance(Decision::Disk, self.mix.slow_io_permille) {
+            self.count("slow-io");
+            // One in eight waits behind other readers of a busy disk.
+            let ms = if self.w.chance(Decision::Disk, SLOW_IO_LONG_PERMILLE) {
+                self.w.range(Decision::Disk, 50, 400)
+            } else {
+                self.w.range(Decision::Disk, 1, 40)
+            };
+            let at = self.w.now_ms + ms;
+            let incarnation = self.hosts[h].inc;
+            let (session, what) = match &io {
+                Io::Open { session, .. } => (session.clone(), "open"),
+                Io::Read { session, .. } => (session.clone(), "read"),
+                Io::History { session, .. } => (session.clone(), "archive read"),
+            };
+            self.note(
+                Actor::Host(h),
+                What::IoDelayed {
+                    inc: incarnation,
+                    session,
+                    what,
+                    ms,
+                },
+            );
+            self.w.schedule(
+                at,
+                Event::IoDone {
+                    host: h,
+                    incarnation,
+                    io,
+                },
+            );
+        } else {
+            self.do_io(h, io);
+        }
+    }
+
+    /// A delayed open or read completes: carried out, and its host drained
+    /// (unless it died since it asked).
+    fn io_done(&mut self, h: usize, incarnation: u64, io: Io) {
+        if self.hosts[h].inc != incarnation || !self.hosts[h].alive() {
+            return;
+        }
+        self.do_io(h, io);
+        self.drain(h);
+    }
+
+    /// Carries out an open or read and hands the host its result.
+    fn do_io(&mut self, h: usize, io: Io) {
+        let now = self.w.now_ms;
+        match io {
+            Io::Open {
+                session,
+                mode,
+                token,
+            } => {
+                let result = if self.read_fails(h, &session) {
+                    OpenResult::Failed(format!("reading session {session}: EIO (simulated)"))
+                } else {
+                    self.open(h, &session, mode)
+                };
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_opened(token, result, now);
+                }
+            }
+            Io::Read {
+                session,
+                token,
+                history,
+            } => {
+                let failed = self.read_fails(h, &session);
+                let result = match self.disk.files.get(&session) {
+                    _ if failed => {
+                        ReadResult::Failed(format!("reading session {session}: EIO (simulated)"))
+                    }
+                    None => ReadResult::NotFound,
+                    Some(f) => ReadResult::Found {
+                        log: f.bytes.clone(),
+                        history: match self.disk.archives.get(&session) {
+                            Some(a) if history => a.bytes.clone(),
+                            _ => Default::default(),
+                        },
+                        held_elsewhere: self.disk.leases.get(&session).is_some_and(|o| *o != h),
+                    },
+                };
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_read(token, result, now);
+                }
+            }
+            Io::History {
+                session,
+                token,
+                from_bytes,
+                to_bytes,
+            } => {
+                let archive = self.disk.archives.get(&session).map(|a| &a.bytes[..]);
+                let result =
+                    match archive.and_then(|a| a.get(from_bytes as usize..to_bytes as usize)) {
+                        Some(b) => HistoryResult::Found(b.to_vec()),
+                        None => HistoryResult::Failed(format!(
+                            "the archive of {session} has no bytes {from_bytes}..{to_bytes}"
+                        )),
+                    };
+                let found = matches!(result, HistoryResult::Found(_));
+                let inc = self.hosts[h].inc;
+                self.note(
+                    Actor::Host(h),
+                    What::ArchiveRead {
+                        inc,
+                        session: session.clone(),
+                        from_bytes,
+                        to_bytes,
+                        found,
+                    },
+                );
+                if let Some(host) = self.hosts[h].host.as_mut() {
+                    host.handle_history(token, result, now);
+                }
+            }
+        }
+    }
+
     fn read_fails(&mut self, h: usize, session: &str) -> bool {
         if self.healing || !self.w.chance(Decision::Disk, self.mix.read_fail_permille) {
             return false;

@@ -101,6 +101,15 @@ pub enum What {
     /// Opening a session's files (to load it) or reading them (without
     /// the lease) failed, as an EIO would; the host was told so.
     ReadFailed { inc: u64, session: String },
+    /// An open (`what`: "open") or a read ("read", "archive read") of a
+    /// session's files waits `ms` on the disk (`slow-io`): the host's other
+    /// inputs may land before it completes.
+    IoDelayed {
+        inc: u64,
+        session: String,
+        what: &'static str,
+        ms: u64,
+    },
     /// A host cut a torn tail.
     Truncate {
         inc: u64,
@@ -551,6 +560,18 @@ impl Entry {
                 h.u64(*inc);
                 h.str(session);
             }
+            What::IoDelayed {
+                inc,
+                session,
+                what,
+                ms,
+            } => {
+                h.u64(35);
+                h.u64(*inc);
+                h.str(session);
+                h.str(what);
+                h.u64(*ms);
+            }
         }
         h.finish()
     }
@@ -659,6 +680,16 @@ impl fmt::Display for Entry {
             What::ReadFailed { inc, session } => {
                 write!(f, "(inc {inc}) read of {} failed: EIO", short(session))
             }
+            What::IoDelayed {
+                inc,
+                session,
+                what,
+                ms,
+            } => write!(
+                f,
+                "(inc {inc}) {what} of {} waits {ms} ms on the disk",
+                short(session)
+            ),
             What::Truncate {
                 inc,
                 session,

@@ -39,6 +39,42 @@ pub enum Decision {
     Placement,
 }
 
+/// An open or read of a session's files a host asked for (its
+/// `Output::Open`, `Output::Read` or `Output::ReadHistory`), carried out
+/// when it completes: at once, or later under `slow-io`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Io {
+    /// Open (and lease) a session to load it.
+    Open {
+        /// The session.
+        session: String,
+        /// How the directory is treated.
+        mode: msp::core::OpenMode,
+        /// The host's token.
+        token: u64,
+    },
+    /// Read a session's log (and archive) without its lease.
+    Read {
+        /// The session.
+        session: String,
+        /// The host's token.
+        token: u64,
+        /// The archive is wanted too.
+        history: bool,
+    },
+    /// Read a byte range of a session's archive.
+    History {
+        /// The session.
+        session: String,
+        /// The host's token.
+        token: u64,
+        /// First byte.
+        from_bytes: u64,
+        /// End byte (exclusive).
+        to_bytes: u64,
+    },
+}
+
 /// One entry of the event queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -72,6 +108,15 @@ pub enum Event {
         upto_bytes: u64,
         /// The open epoch of the file at the time of the request.
         epoch: u64,
+    },
+    /// An open or read a host asked for completes (`slow-io`).
+    IoDone {
+        /// The host.
+        host: usize,
+        /// The incarnation that asked.
+        incarnation: u64,
+        /// What it asked for.
+        io: Io,
     },
     /// An effect provider answered.
     EffectDone {
@@ -302,6 +347,20 @@ impl World {
         let ev = self.queue.remove(&(at, seq)).expect("key present");
         debug_assert!(at >= self.now_ms, "time never runs backwards");
         self.now_ms = at;
+        Some(ev)
+    }
+
+    /// Pops the next open or read still in flight ([`Event::IoDone`]),
+    /// skipping every other event and advancing the clock to its time: the
+    /// run's end lets the disk finish what hosts asked of it.
+    pub fn pop_io(&mut self) -> Option<Event> {
+        let key = self
+            .queue
+            .iter()
+            .find(|(_, ev)| matches!(ev, Event::IoDone { .. }))
+            .map(|(k, _)| *k)?;
+        let ev = self.queue.remove(&key).expect("key present");
+        self.now_ms = self.now_ms.max(key.0);
         Some(ev)
     }
 

@@ -791,6 +791,38 @@ mod tests {
         assert_eq!(replay_session(&layout, J1, A).expect("replay"), 0);
     }
 
+    /// A journal id becomes a path under `DIR/journal`: a holder naming
+    /// anything but a UUID (`..`, a path) is unreadable, as a torn one is,
+    /// and a directory there that is not named by one is not a journal.
+    #[test]
+    fn a_holder_or_directory_not_named_by_a_uuid_is_no_journal() {
+        let good = Holder {
+            journal: J1.to_string(),
+            epoch: 3,
+        };
+        assert_eq!(Holder::decode(&good.encode()), Some(good));
+        for bad in ["..", "../../etc", "notes", ""] {
+            let h = Holder {
+                journal: bad.to_string(),
+                epoch: 3,
+            };
+            assert_eq!(Holder::decode(&h.encode()), None, "{bad:?}");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let stray = journals_dir(&layout).join("notes");
+        std::fs::create_dir_all(&stray).expect("mkdir");
+        std::fs::write(stray.join("owner.lock"), b"").expect("owner.lock");
+        let guard = super::super::storage::Leases::new(());
+        assert_eq!(
+            recover_dead(&layout, &guard).expect("recover"),
+            Recovered::default(),
+            "not a journal"
+        );
+        assert!(stray.join("owner.lock").exists(), "left alone");
+        assert!(!stray.join("replay.lock").exists(), "not even locked");
+    }
+
     #[test]
     fn a_live_journal_is_not_replayed() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -1745,18 +1745,24 @@ fn a_torn_unqueue_is_applied_with_its_effect_or_abandoned_without_it() {
     assert_eq!(seen, (true, true), "both outcomes reached");
 }
 
-/// The durable ordinal `n` of a cursor `v:<session>:<n>`.
-/// A read of a session's files waits on the disk (on `msp serve`'s io
-/// threads; under the simulator's `slow-io`) while another connection
-/// closes: the read is still answered on the connection that asked.
-#[test]
-fn a_read_in_flight_is_answered_after_another_connection_closes() {
+/// A session with a turn's events on disk, loaded nowhere (its host
+/// crashed), and a new initialized connection to the next host.
+fn on_disk_only() -> (Harness, u64) {
     let (mut h, c) = check(Durability::Durable);
     start(&mut h, c);
     turn(&mut h, c, 2, 10, "hi", json!({}));
     h.crash();
     let a = h.connect();
     init(&mut h, a);
+    (h, a)
+}
+
+/// A read of a session's files waits on the disk (on `msp serve`'s io
+/// threads; under the simulator's `slow-io`) while another connection
+/// closes: the read is still answered on the connection that asked.
+#[test]
+fn a_read_in_flight_is_answered_after_another_connection_closes() {
+    let (mut h, a) = on_disk_only();
     let b = h.connect();
     init(&mut h, b);
     h.hold_reads = true;
@@ -1777,12 +1783,7 @@ fn a_read_in_flight_is_answered_after_another_connection_closes() {
 /// every event of the backlog reaches the connection once, in order.
 #[test]
 fn a_subscribe_repeated_while_its_backlog_is_read_sends_each_event_once() {
-    let (mut h, c) = check(Durability::Durable);
-    start(&mut h, c);
-    turn(&mut h, c, 2, 10, "hi", json!({}));
-    h.crash();
-    let a = h.connect();
-    init(&mut h, a);
+    let (mut h, a) = on_disk_only();
     h.hold_reads = true;
     let sub = json!({"sessionId": SID, "after": format!("v:{SID}:0")});
     let mut frames = req(&mut h, a, 3, "view/subscribe", sub.clone());
@@ -1804,6 +1805,7 @@ fn a_subscribe_repeated_while_its_backlog_is_read_sends_each_event_once() {
     );
 }
 
+/// The durable ordinal `n` of a cursor `v:<session>:<n>`.
 fn cursor_ordinal(cursor: &Value) -> u64 {
     let c = cursor.as_str().expect("a cursor");
     c.rsplit(':')

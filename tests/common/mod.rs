@@ -51,7 +51,39 @@ pub fn start(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (Server, Option<Client>) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_msp"));
+    start_cmd(
+        Command::new(env!("CARGO_BIN_EXE_msp")),
+        dir,
+        via,
+        extra,
+        env,
+    )
+}
+
+/// [`start`] with a file-size limit of `blocks` 512-byte blocks on the
+/// process (`ulimit -f`, with SIGXFSZ ignored): a write past the limit fails
+/// with `EFBIG`, after writing what fits. A disk that fills up mid-record,
+/// without a fault-injecting file system.
+pub fn start_with_file_limit(dir: &Path, blocks: u32, extra: &[&str]) -> (Server, Option<Client>) {
+    let mut cmd = Command::new("sh");
+    // `exec` keeps the pid, and an ignored signal stays ignored across it.
+    cmd.arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_msp"));
+    start_cmd(cmd, dir, Via::Stdio, extra, &[])
+}
+
+/// [`start`] of `cmd`, the `msp` binary or a command that execs it with
+/// the arguments appended here.
+fn start_cmd(
+    mut cmd: Command,
+    dir: &Path,
+    via: Via,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Server, Option<Client>) {
     cmd.arg("serve").arg("--data-dir").arg(dir);
     match &via {
         Via::Stdio => {

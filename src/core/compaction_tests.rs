@@ -499,21 +499,16 @@ fn a_damaged_archive_fails_the_replay_naming_the_archive() {
     assert_eq!(again["result"], orig["result"], "{again} vs {orig}");
 }
 
-/// A `view/subscribe` line that comes twice (a duplicate on the wire)
-/// while the archived backlog the first one asked for is still being read
-/// (on `msp serve`'s io threads; under the simulator's `slow-io`): every
-/// event reaches the connection once, in order. The second line must count
-/// the backlog in flight as already queued.
-#[test]
-fn a_subscribe_repeated_while_its_archived_backlog_is_read_sends_each_event_once() {
+/// A session whose last compaction archived every event, so that a
+/// subscription from the start reads its whole backlog from the archive
+/// with nothing queued behind it from memory; a fresh connection, and the
+/// `view/subscribe` line (id 77) that asks for that backlog.
+fn everything_archived() -> (Client, Value) {
     let mut cl = Client::new(4);
     cl.call(
         "session/start",
         json!({"commandId": cid(1), "sessionId": SID}),
     );
-    // Updates until a compaction has just archived every event: the
-    // whole backlog is then read from the archive, with nothing queued
-    // behind it from memory.
     for updates in 0u32.. {
         assert!(updates < 100, "the log compacts");
         let before = cl.h.compactions_count;
@@ -525,21 +520,37 @@ fn a_subscribe_repeated_while_its_archived_backlog_is_read_sends_each_event_once
         }
     }
     cl.connect();
-    let c = cl.c;
-    cl.h.hold_reads = true;
     let sub = json!({"jsonrpc": "2.0", "id": 77, "method": "view/subscribe",
         "params": {"sessionId": SID, "after": format!("v:{SID}:0")}});
+    (cl, sub)
+}
+
+/// The ordinals of the durable view frames in `frames`.
+fn ordinals(frames: &[Value]) -> Vec<u64> {
+    frames
+        .iter()
+        .filter_map(|f| f["params"]["viewCursor"].as_str())
+        .filter_map(|c| c.rsplit(':').next()?.parse().ok())
+        .collect()
+}
+
+/// A `view/subscribe` line that comes twice (a duplicate on the wire)
+/// while the archived backlog the first one asked for is still being read
+/// (on `msp serve`'s io threads; under the simulator's `slow-io`): every
+/// event reaches the connection once, in order. The second line must count
+/// the backlog in flight as already queued.
+#[test]
+fn a_subscribe_repeated_while_its_archived_backlog_is_read_sends_each_event_once() {
+    let (mut cl, sub) = everything_archived();
+    let c = cl.c;
+    cl.h.hold_reads = true;
     cl.h.send(c, &sub);
     cl.h.send(c, &sub);
     let mut frames = cl.h.take(c);
     cl.h.hold_reads = false;
     cl.h.release_reads();
     frames.extend(cl.h.take(c));
-    let seen: Vec<u64> = frames
-        .iter()
-        .filter_map(|f| f["params"]["viewCursor"].as_str())
-        .filter_map(|c| c.rsplit(':').next()?.parse().ok())
-        .collect();
+    let seen = ordinals(&frames);
     assert!(seen.len() >= 8, "the updates' events came: {frames:#?}");
     let expected: Vec<u64> = (1..=seen.len() as u64).collect();
     assert_eq!(seen, expected, "each event once, in order: {frames:#?}");
@@ -548,4 +559,31 @@ fn a_subscribe_repeated_while_its_archived_backlog_is_read_sends_each_event_once
         .filter(|f| f["id"] == json!(77) && f.get("method").is_none())
         .count();
     assert_eq!(answers, 2, "both lines answered");
+}
+
+/// Two connections subscribe from the start while the first one's archived
+/// backlog is still being read: each gets every event once. What one
+/// connection has queued or is reading says nothing about another
+/// (cargo-mutants: `sent_or_queued_upto` counting another connection's
+/// backlog read skipped the whole backlog on the second).
+#[test]
+fn two_connections_subscribing_while_an_archived_backlog_is_read_each_get_every_event() {
+    let (mut cl, sub) = everything_archived();
+    let a = cl.c;
+    cl.connect();
+    let b = cl.c;
+    cl.h.hold_reads = true;
+    cl.h.send(a, &sub);
+    cl.h.send(b, &sub);
+    let mut fa = cl.h.take(a);
+    let mut fb = cl.h.take(b);
+    cl.h.hold_reads = false;
+    cl.h.release_reads();
+    fa.extend(cl.h.take(a));
+    fb.extend(cl.h.take(b));
+    let (sa, sb) = (ordinals(&fa), ordinals(&fb));
+    assert!(sa.len() >= 8, "the updates' events came to a: {fa:#?}");
+    let expected: Vec<u64> = (1..=sa.len() as u64).collect();
+    assert_eq!(sa, expected, "a: each event once, in order");
+    assert_eq!(sb, expected, "b: each event once, in order: {fb:#?}");
 }

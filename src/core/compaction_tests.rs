@@ -587,3 +587,37 @@ fn two_connections_subscribing_while_an_archived_backlog_is_read_each_get_every_
     assert_eq!(sa, expected, "a: each event once, in order");
     assert_eq!(sb, expected, "b: each event once, in order: {fb:#?}");
 }
+
+/// `compact_records` (`msp serve --compact-records`) counts records: a log
+/// whose tail is large in bytes but short in records is not compacted
+/// yet, and is once enough records came (cargo-mutants: the count
+/// decremented instead of incremented compacted at every sync).
+#[test]
+fn a_log_is_compacted_after_its_record_count_not_before() {
+    let mut cl = Client::new(40);
+    cl.call(
+        "session/start",
+        json!({"commandId": cid(1), "sessionId": SID}),
+    );
+    let big = "x".repeat(4_000);
+    let mut n = 0u32;
+    let mut put = |cl: &mut Client| {
+        let p = json!({"commandId": cid(500 + n), "sessionId": SID,
+            "expectedRevision": n, "set": {"k": big}});
+        let r = cl.call("state/update", p);
+        assert!(r.get("result").is_some(), "{r}");
+        cl.advance(100);
+        n += 1;
+    };
+    for _ in 0..4 {
+        put(&mut cl);
+    }
+    assert_eq!(
+        cl.h.compactions_count, 0,
+        "a tail of few records, however many bytes, is not compacted"
+    );
+    for _ in 0..40 {
+        put(&mut cl);
+    }
+    assert!(cl.h.compactions_count >= 1, "forty updates compact the log");
+}

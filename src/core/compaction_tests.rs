@@ -28,8 +28,17 @@ struct Client {
 
 impl Client {
     fn new(compact_records: u64) -> Client {
+        Client::with_config(Client::config(compact_records))
+    }
+
+    /// The configuration of [`Client::new`].
+    fn config(compact_records: u64) -> HostConfig {
         let mut cfg = HostConfig::new("/data", Durability::Durable, 7);
         cfg.compact_records = compact_records;
+        cfg
+    }
+
+    fn with_config(cfg: HostConfig) -> Client {
         let h = Harness::new(cfg, T0);
         let mut cl = Client {
             h,
@@ -504,7 +513,14 @@ fn a_damaged_archive_fails_the_replay_naming_the_archive() {
 /// with nothing queued behind it from memory; a fresh connection, and the
 /// `view/subscribe` line (id 77) that asks for that backlog.
 fn everything_archived() -> (Client, Value) {
-    let mut cl = Client::new(4);
+    everything_archived_read_by(crate::core::BACKLOG_CHUNK_EVENTS)
+}
+
+/// [`everything_archived`] with a backlog read `chunk` events at a time.
+fn everything_archived_read_by(chunk: u64) -> (Client, Value) {
+    let mut cfg = Client::config(4);
+    cfg.backlog_chunk_events = chunk;
+    let mut cl = Client::with_config(cfg);
     cl.call(
         "session/start",
         json!({"commandId": cid(1), "sessionId": SID}),
@@ -620,4 +636,20 @@ fn a_log_is_compacted_after_its_record_count_not_before() {
         put(&mut cl);
     }
     assert!(cl.h.compactions_count >= 1, "forty updates compact the log");
+}
+
+/// A backlog longer than one read: each chunk's read is queued where the
+/// last one ended, and the connection gets every event once, in order
+/// (cargo-mutants: the next chunk starting at `to_n - 1` repeated two
+/// events per chunk; no test had a backlog of more than 1,024 events).
+#[test]
+fn a_backlog_read_in_chunks_sends_each_event_once() {
+    let (mut cl, sub) = everything_archived_read_by(3);
+    let c = cl.c;
+    cl.h.send(c, &sub);
+    let frames = cl.h.take(c);
+    let seen = ordinals(&frames);
+    assert!(seen.len() >= 8, "the updates' events came: {frames:#?}");
+    let expected: Vec<u64> = (1..=seen.len() as u64).collect();
+    assert_eq!(seen, expected, "each event once, in order: {frames:#?}");
 }

@@ -30,8 +30,7 @@ pub const UNANSWERED_MAX: usize = 1024;
 pub const EFFECT_TIMEOUT_MS: u64 = 30_000;
 /// A bound on agent steps per drive, so a broken agent cannot spin the host.
 const AGENT_STEPS_MAX: usize = 100_000;
-/// At most this many archived events per read of a subscription's backlog
-/// (the next chunk is read when this one is queued).
+/// The default of [`HostConfig::backlog_chunk_events`].
 pub const BACKLOG_CHUNK_EVENTS: u64 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1578,7 +1577,8 @@ impl Host {
     ) {
         let Some(l) = self.loaded(sid) else { return };
         let slot = l.slot;
-        let to_n = last_n.min(from_n + BACKLOG_CHUNK_EVENTS - 1);
+        let chunk = self.cfg.backlog_chunk_events.max(1);
+        let to_n = last_n.min(from_n + chunk - 1);
         let (from, to) = super::view::archived_range(&l.s, from_n, to_n);
         let token = self.token();
         let Some(c) = self.conns.get_mut(&conn) else {

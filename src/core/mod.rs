@@ -33,7 +33,7 @@ mod tests;
 
 pub use boundary::*;
 pub use commands::{derived_session_id, QUEUE_MAX};
-pub use host::{Host, CONNECTIONS_MAX, EFFECT_TIMEOUT_MS, UNANSWERED_MAX};
+pub use host::{Host, BACKLOG_CHUNK_EVENTS, CONNECTIONS_MAX, EFFECT_TIMEOUT_MS, UNANSWERED_MAX};
 
 /// The schema fingerprint this host reports in `initialize`.
 pub const SCHEMA_FINGERPRINT: &str =
@@ -69,6 +69,11 @@ pub struct HostConfig {
     /// `msp serve` sets [`DEFAULT_COMPACT_RECORDS`], the simulator only on
     /// request.
     pub compact_records: u64,
+    /// At most this many archived events per read of a subscription's
+    /// backlog; the next chunk is read when one is queued, so a long
+    /// history never sits in memory whole. [`BACKLOG_CHUNK_EVENTS`]
+    /// unless a test wants several chunks from a short history.
+    pub backlog_chunk_events: u64,
     /// The effect providers an `!effect` may name (PROTOCOL.md 5), each
     /// with whether it honours effect keys. After a crash or a lost
     /// response the core queries a keyed provider by key (the reconcile
@@ -90,6 +95,7 @@ impl HostConfig {
             group_commit: true,
             seed,
             compact_records: 0,
+            backlog_chunk_events: BACKLOG_CHUNK_EVENTS,
             effect_providers: [("keyed".to_string(), true), ("unkeyed".to_string(), false)]
                 .into_iter()
                 .collect(),

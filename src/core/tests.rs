@@ -1041,6 +1041,13 @@ fn corrupt_log_fails_load_naming_offset_and_torn_tail_is_truncated() {
     assert_eq!(e["data"]["reason"], json!("logCorrupt"));
     assert_eq!(e["data"]["offset"], json!(0));
     assert_eq!(h.disk.files[SID].contents(), bad, "nothing is dropped");
+    // The failed load gives its lease back: another process may read and
+    // report the log as well (cargo-mutants: the release kept for
+    // ephemeral hosts only).
+    assert!(
+        !h.disk.leases.contains_key(SID),
+        "a failed load keeps no lease"
+    );
 }
 
 #[test]

@@ -3030,6 +3030,47 @@ fn lease_unload_an_idle_session_never_unloaded() {
 }
 
 #[test]
+fn lease_unload_an_idle_unload_before_its_time() {
+    // PROTOCOL.md 4.1: the host unloads a session *after* --idle-unload-ms
+    // of idleness. S became idle when its subscribed link 1 unsubscribed
+    // (the host learns that no earlier than the model): an idle close half
+    // a second later is early (cargo-mutants: the idle deadline computed
+    // as `now - idle_ms` unloaded every idle session at the next tick).
+    let mut early = left_idle();
+    early.t += 500;
+    unloads(&mut early);
+    caught(&early, "lease-unload");
+    // Controls: the close on time; and an early close after an unsubscribe
+    // of a link that was never subscribed, which says nothing about when
+    // the host's idle timer started (link 1 left on its own before, which
+    // the host may have learned at once).
+    let mut on_time = left_idle();
+    on_time.t += 4_000;
+    unloads(&mut on_time);
+    clean(&on_time);
+    let mut h = H::new();
+    h.push(
+        Actor::World,
+        What::FaultMix("none idle-unload=4000ms".into()),
+    );
+    h.start();
+    h.push(
+        Actor::Client(0),
+        What::LinkClosed {
+            link: 1,
+            why: "client left",
+        },
+    );
+    h.t += 3_500;
+    h.connects(2, 1);
+    h.recv_on(2, 8, "view/unsubscribe", json!({"sessionId": S}));
+    h.send_on(2, json!({"jsonrpc": "2.0", "id": 8, "result": {}}));
+    h.t += 500;
+    unloads(&mut h);
+    clean(&h);
+}
+
+#[test]
 fn lease_unload_a_cut_before_a_turn_start_is_synced_owes_no_unload() {
     // A link cut while the turn it started was written but not yet synced:
     // the durable log showed S idle at the cut, the sync then showed the

@@ -156,6 +156,22 @@ fn frame_at(b: &[u8], at: usize) -> Option<(usize, Body)> {
     body(b, at, end, rtype).map(|v| (end, v))
 }
 
+/// Whether `bytes`, whole frames as one append wrote them, hold a
+/// `closed` record whose reason is `idle` (an idle unload's last record).
+pub fn holds_idle_close(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some((end, body)) = frame_at(bytes, at) else {
+            return false;
+        };
+        if body.kind() == Some("closed") && body.get("reason") == "idle" {
+            return true;
+        }
+        at = end;
+    }
+    false
+}
+
 /// The index of `answer` in `MEMBERS` (asserted by a test).
 const ANSWER: usize = 9;
 

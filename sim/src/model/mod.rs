@@ -228,6 +228,11 @@ impl LinkSt {
 struct IdleWatch {
     holder: (usize, u64),
     since_ms: u64,
+    /// When the subscribed link whose end began this idle spell left; `None`
+    /// when the watch began otherwise (an unsubscribe of a link that was
+    /// not subscribed restarts `since_ms`, not the host's idle timer, which
+    /// may have started at a moment the model did not watch).
+    first_since_ms: Option<u64>,
     /// By when its holder must have written to its log (its `closed`
     /// record): idle-unload-ms after `since_ms`, and [`IDLE_SLACK_MS`].
     due_ms: u64,
@@ -564,12 +569,14 @@ impl Model {
                 self.started_owed.remove(link);
                 // A cut reaches the host at once (a client's own close only
                 // after its lines in flight): what it watched may be idle now.
-                let watched: Vec<String> = match self.links.get(link) {
+                // (With whether the host kept a subscription for it: not
+                // for a view read from the file.)
+                let watched: Vec<(String, bool)> = match self.links.get(link) {
                     Some(l) if *why == "cut" => l
                         .subs
                         .iter()
                         .filter(|(_, x)| x.active)
-                        .map(|(s, _)| s.clone())
+                        .map(|(s, x)| (s.clone(), x.from_file.is_none()))
                         .collect(),
                     _ => Vec::new(),
                 };
@@ -590,8 +597,8 @@ impl Model {
                     }
                 }
                 if let Some((h, inc)) = self.links.get(link).map(|l| (l.host, l.inc)) {
-                    for sid in watched {
-                        self.watch_idle(h, inc, &sid);
+                    for (sid, held) in watched {
+                        self.watch_idle(h, inc, &sid, held);
                     }
                 }
             }
@@ -613,6 +620,8 @@ impl Model {
                 if let Some(w) = self.idle_watch.remove(session) {
                     if w.holder == (h, *inc) && now_ms >= w.since_ms + self.idle_unload_ms {
                         self.rep.hit("4.1 idle unload on time");
+                    } else if w.holder == (h, *inc) && logfile::holds_idle_close(bytes) {
+                        self.idle_early(session, &w, now_ms);
                     }
                 }
                 self.append(h, *inc, session, bytes)
@@ -2094,8 +2103,11 @@ impl Model {
     /// holder must write its `closed` record within idle-unload-ms and
     /// [`IDLE_SLACK_MS`], unless something touches the session first (a
     /// request that is not a pure read, any write to its log, a storage
-    /// failure, the holder's death or shutdown).
-    fn watch_idle(&mut self, h: usize, inc: u64, sid: &str) {
+    /// failure, the holder's death or shutdown). `subscribed`: the link
+    /// that stopped watching had a subscription the host kept (not a view
+    /// read from the file), so the host saw the session watched until
+    /// then, and the idle spell starts no earlier.
+    fn watch_idle(&mut self, h: usize, inc: u64, sid: &str, subscribed: bool) {
         if self.idle_unload_ms == 0
             || self.leases.get(sid) != Some(&(h, inc))
             || !self.hosts.get(&h).is_some_and(|x| x.durable && x.alive)
@@ -2123,13 +2135,41 @@ impl Model {
         if watched || calling {
             return;
         }
+        let first_since_ms = match self.idle_watch.get(sid) {
+            Some(w) if w.holder == (h, inc) => w.first_since_ms,
+            _ => subscribed.then_some(now),
+        };
         self.idle_watch.insert(
             sid.to_string(),
             IdleWatch {
                 holder: (h, inc),
                 since_ms: now,
+                first_since_ms,
                 due_ms: now + self.idle_unload_ms + IDLE_SLACK_MS,
             },
+        );
+    }
+
+    /// PROTOCOL.md 4.1, the other side of [`Model::idle_overdue`]: an
+    /// idle unload comes *after* idle-unload-ms of idleness. The holder
+    /// wrote its `idle` close `now_ms`, before the watch `w`'s deadline.
+    /// The host learns what made the session idle no earlier than the
+    /// model does, but an answer the model took as the moment may have
+    /// waited on a sync; so only a close in the first half of the period
+    /// is surely early.
+    fn idle_early(&mut self, sid: &str, w: &IdleWatch, now_ms: u64) {
+        let idle_ms = self.idle_unload_ms;
+        let Some(since) = w.first_since_ms else {
+            return;
+        };
+        if now_ms >= since + idle_ms / 2 {
+            return;
+        }
+        let (h, inc) = w.holder;
+        self.rep.fail(
+            "lease-unload",
+            &format!("idle-early {sid} {since}"),
+            format!("session {sid} became idle on its holder host{h} (incarnation {inc}) no earlier than {since} ms, when a subscribed link left it, and was unloaded as idle at {now_ms} ms (PROTOCOL.md 4.1: unloaded after --idle-unload-ms {idle_ms} of idleness)"),
         );
     }
 
@@ -2288,13 +2328,15 @@ impl Model {
             // (a link's lines leave in order: what it had queued for the
             // view went before the answer): nothing of the session may
             // follow on this link until it subscribes again.
+            let mut was_active = false;
             if let Some(sub) = self.links.get_mut(&link).and_then(|l| l.subs.get_mut(s)) {
                 if sub.active {
                     self.rep.hit("4.2 view/unsubscribe ends the view");
+                    was_active = sub.from_file.is_none();
                 }
                 sub.end();
             }
-            self.watch_idle(h, inc, s);
+            self.watch_idle(h, inc, s, was_active);
         }
         if !wire::is_command(&method) {
             self.read_answered(h, inc, &req, &outcome, items);

@@ -1,5 +1,6 @@
 //! A fixed small sweep of every scenario holds every property.
 
+use msp::core::{CompactStep, CrashPoint};
 use msp_sim::sweep::{sweep, Summary};
 use msp_sim::workload::Scenario;
 
@@ -45,6 +46,29 @@ fn check(scenario: Scenario, seeds: std::ops::Range<u64>) {
             "{scenario}: rule {rule:?} never exercised in {} seeds",
             seeds.len()
         );
+    }
+    // The faults themselves: a crash point the core stops announcing is a
+    // moment the simulator can no longer crash in, which no judge sees
+    // (cargo-mutants: `finish`'s `gated_answer |=` -> `&=` silenced
+    // after-intake-before-ack, the intake pair's own crash point). Where
+    // the workload has provider effects and compaction, every crash point
+    // is reached; crash-storm also crashes at each.
+    if matches!(
+        scenario,
+        Scenario::Mixed | Scenario::CrashStorm | Scenario::BitRot
+    ) {
+        let points = CrashPoint::ALL
+            .iter()
+            .map(|p| p.name())
+            .chain(CompactStep::ALL.iter().map(|c| c.name()));
+        for p in points {
+            let hits = s.cp_hits.get(p).copied().unwrap_or(0);
+            assert!(hits > 0, "{scenario}: crash point {p} never reached");
+            if scenario == Scenario::CrashStorm {
+                let crashes = s.cp_crashes.get(p).copied().unwrap_or(0);
+                assert!(crashes > 0, "{scenario}: never crashed at {p}");
+            }
+        }
     }
 }
 

@@ -1865,6 +1865,24 @@ fn a_turn_into_a_failed_sync(delay: u64) -> (Harness, u64, Vec<u64>) {
     (h, c, seen)
 }
 
+/// `session/resume` (request 3, command `cid(n)`) on `c` from cursor
+/// `v:SID:<after>`, which must succeed; the durable ordinals `c` is sent
+/// with it and in the 3 s after.
+fn resumed_after(h: &mut Harness, c: u64, n: u32, after: u64) -> Vec<u64> {
+    let f = req(
+        h,
+        c,
+        3,
+        "session/resume",
+        json!({"sessionId": SID, "commandId": cid(n), "cursor": format!("v:{SID}:{after}")}),
+    );
+    assert!(response(&f, 3).get("result").is_some(), "{f:#?}");
+    h.advance(3_000);
+    let mut got = event_ordinals(&f);
+    got.extend(event_ordinals(&h.take(c)));
+    got
+}
+
 #[test]
 fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered() {
     // A failed sync is reported while the driver is still carrying out
@@ -1878,17 +1896,7 @@ fn a_storage_failure_mid_drain_does_not_count_dropped_event_frames_as_delivered(
     for delay in (0..200u64).step_by(5) {
         let (mut h, c, seen) = a_turn_into_a_failed_sync(delay);
         let last = seen.iter().copied().max().unwrap_or(0);
-        let f = req(
-            &mut h,
-            c,
-            3,
-            "session/resume",
-            json!({"sessionId": SID, "commandId": cid(91), "cursor": format!("v:{SID}:{last}")}),
-        );
-        assert!(response(&f, 3).get("result").is_some(), "{f:#?}");
-        h.advance(3_000);
-        let mut after: Vec<u64> = event_ordinals(&f);
-        after.extend(event_ordinals(&h.take(c)));
+        let mut after = resumed_after(&mut h, c, 91, last);
         after.retain(|n| *n > last);
         // Every durable event past what the client saw, in order, no gap.
         let want: Vec<u64> = (last + 1..=last + after.len() as u64).collect();
@@ -1915,17 +1923,7 @@ fn a_storage_failure_mid_drain_takes_back_only_the_dropped_frames() {
     for delay in (0..200u64).step_by(5) {
         let (mut h, c, mut seen) = a_turn_into_a_failed_sync(delay);
         let before = seen.clone();
-        let f = req(
-            &mut h,
-            c,
-            3,
-            "session/resume",
-            json!({"sessionId": SID, "commandId": cid(93), "cursor": format!("v:{SID}:0")}),
-        );
-        assert!(response(&f, 3).get("result").is_some(), "{f:#?}");
-        h.advance(3_000);
-        seen.extend(event_ordinals(&f));
-        seen.extend(event_ordinals(&h.take(c)));
+        seen.extend(resumed_after(&mut h, c, 93, 0));
         let max = seen.iter().copied().max().unwrap_or(0);
         let mut sorted = seen.clone();
         sorted.sort_unstable();

@@ -77,6 +77,7 @@ pub fn check_mixes() -> [(&'static str, FaultMix); 2] {
         solo_sync_permille: 0,
         // Off: the check's orders of events come from its delays.
         slow_io_permille: 0,
+        late_timer_permille: 0,
         compact_records: 0,
     };
     [

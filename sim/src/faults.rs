@@ -17,6 +17,8 @@
 //!   disconnect, another request, a sync) land while it is in flight, as
 //!   they do on the io threads of `msp serve`; synced bytes never change
 //!   (except under the `bitrot` scenario's deliberate damage);
+//! - timers: `late-timer` fires a host's timer after its deadline, not at
+//!   it, so the host meets deadlines already past;
 //! - process: `crash` at any output step, `crash-point` crash at a named
 //!   crash point, `restart` from the same disk after a delay. A crash is a
 //!   process crash (kill -9: bytes it wrote survive in the page cache) or,
@@ -34,7 +36,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 20] = [
+pub const FAULT_NAMES: [&str; 21] = [
     "drop",
     "dup",
     "delay",
@@ -55,7 +57,12 @@ pub const FAULT_NAMES: [&str; 20] = [
     "read-fail",
     "solo-sync",
     "slow-io",
+    "late-timer",
 ];
+
+/// The latest a `late-timer` fires after its deadline (ms); the model's
+/// idle-unload judge allows this much more when the fault is on.
+pub const LATE_TIMER_MAX_MS: u64 = 50;
 
 /// A fault level of a mix: on with `on_permille`, then one of `levels`;
 /// off (0) is option 0.
@@ -132,6 +139,13 @@ pub struct FaultMix {
     /// of `msp serve`. Drawn only under [`Draws::WithSlowIo`] (0 in older
     /// runs: every open and read completes in the step that asked).
     pub slow_io_permille: u64,
+    /// A host's timer fires 1-10 simulated ms after the deadline it was
+    /// armed for (11-[`LATE_TIMER_MAX_MS`] one time in eight), not at it,
+    /// as `msp serve`'s do when its driver thread is busy: the host then
+    /// meets deadlines already past. Drawn per arming only under
+    /// [`Draws::WithLateTimers`] (0 in older runs: every timer fires at
+    /// its deadline).
+    pub late_timer_permille: u64,
     /// Sessions compact their log after this many records (0: never); see
     /// `run.rs`: compaction steps are crash points, and the judge then reads
     /// the trace with compaction translated away.
@@ -163,6 +177,7 @@ impl FaultMix {
             read_fail_permille: 0,
             solo_sync_permille: 0,
             slow_io_permille: 0,
+            late_timer_permille: 0,
             compact_records: 0,
         };
         m.compact_records = pick(world, 300, &[8, 24, 64]);
@@ -191,6 +206,10 @@ impl FaultMix {
         if draws >= Draws::WithSlowIo {
             // Last again.
             m.slow_io_permille = pick(world, 500, &[300, 1000]);
+        }
+        if draws >= Draws::WithLateTimers {
+            // Last again.
+            m.late_timer_permille = pick(world, 500, &[300, 1000]);
         }
         match scenario {
             Scenario::Mixed => {}
@@ -271,6 +290,7 @@ impl FaultMix {
             ("read-fail", self.read_fail_permille),
             ("solo-sync", self.solo_sync_permille),
             ("slow-io", self.slow_io_permille),
+            ("late-timer", self.late_timer_permille),
         ];
         let on: Vec<String> = parts
             .iter()

@@ -103,13 +103,19 @@ pub enum Draws {
     /// it is on, each open and read of a session's files draws whether it
     /// completes 1-40 ms later instead of in the step that asked (and, if
     /// so, when), so the host's other inputs land while it is in flight.
-    #[default]
     WithSlowIo,
+    /// Version 12: the fault mix then draws a `late-timer` level (last);
+    /// when it is on, each arming of a host's timer draws whether it fires
+    /// late (and, if so, by how much), as a busy driver thread or a coarse
+    /// OS timer makes `msp serve`'s fire: the host then handles deadlines
+    /// already past, not only ones that fall due at that instant.
+    #[default]
+    WithLateTimers,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithSlowIo;
+    pub const CURRENT: Draws = Draws::WithLateTimers;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -125,6 +131,7 @@ impl Draws {
             Draws::WithReadFaults => 9,
             Draws::WithSoloSyncs => 10,
             Draws::WithSlowIo => 11,
+            Draws::WithLateTimers => 12,
         }
     }
 
@@ -142,6 +149,7 @@ impl Draws {
             9 => Some(Draws::WithReadFaults),
             10 => Some(Draws::WithSoloSyncs),
             11 => Some(Draws::WithSlowIo),
+            12 => Some(Draws::WithLateTimers),
             _ => None,
         }
     }

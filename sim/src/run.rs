@@ -29,7 +29,7 @@ use msp::core::{
 use crate::choice::{Choice, Source};
 use crate::client::{Action, Client, Ctx, Role};
 use crate::disk::Disk;
-use crate::faults::FaultMix;
+use crate::faults::{FaultMix, LATE_TIMER_MAX_MS};
 use crate::net::Link;
 use crate::oracle::{self, Violation};
 use crate::plan::{Draws, Plan, Probe, ProbeSeen, Workload};
@@ -60,6 +60,11 @@ pub const FRAGMENT_PERMILLE: u64 = 50;
 /// long enough for a reconnect, a duplicate line or an unload to land
 /// while the host waits.
 pub const SLOW_IO_LONG_PERMILLE: u64 = 125;
+
+/// Under `late-timer`, the share (permille) of late timers that fire
+/// 11-[`LATE_TIMER_MAX_MS`] ms late (a driver thread busy with a long
+/// input) rather than 1-10 ms.
+pub const LATE_TIMER_LONG_PERMILLE: u64 = 125;
 
 /// A host that produces more outputs than this for one input without
 /// waiting for anything is in a livelock (a read it asks again and again,
@@ -1044,22 +1049,49 @@ impl Sim {
         }
     }
 
+    /// Arms host `h`'s timer for its next deadline, if that is earlier
+    /// than the one armed. Under `late-timer` (drawn per arming) it fires
+    /// 1-10 ms after the deadline (11-[`LATE_TIMER_MAX_MS`] one time in
+    /// eight), as a busy driver thread's would: the host is then told a
+    /// time past the deadline it asked for.
     fn arm_timer(&mut self, h: usize) {
-        let hp = &mut self.hosts[h];
+        let hp = &self.hosts[h];
         let Some(host) = hp.host.as_ref() else { return };
-        if let Some(t) = host.poll_timeout() {
-            if hp.timer_at_ms.is_none_or(|x| t < x) {
-                hp.timer_at_ms = Some(t);
-                let inc = hp.inc;
-                self.w.schedule(
-                    t,
-                    Event::HostTimer {
-                        host: h,
-                        incarnation: inc,
-                    },
-                );
-            }
+        let Some(t) = host.poll_timeout() else { return };
+        if hp.timer_at_ms.is_some_and(|x| x <= t) {
+            return;
         }
+        let inc = hp.inc;
+        self.hosts[h].timer_at_ms = Some(t);
+        let late = if self
+            .w
+            .chance(Decision::Placement, self.mix.late_timer_permille)
+        {
+            self.count("late-timer");
+            let ms = if self.w.chance(Decision::Placement, LATE_TIMER_LONG_PERMILLE) {
+                self.w.range(Decision::Placement, 11, LATE_TIMER_MAX_MS)
+            } else {
+                self.w.range(Decision::Placement, 1, 10)
+            };
+            self.note(
+                Actor::Host(h),
+                What::TimerLate {
+                    inc,
+                    deadline_ms: t.saturating_sub(START_MS),
+                    ms,
+                },
+            );
+            ms
+        } else {
+            0
+        };
+        self.w.schedule(
+            t + late,
+            Event::HostTimer {
+                host: h,
+                incarnation: inc,
+            },
+        );
     }
 
     /// Carries out every output of host `h` in order; may crash it.

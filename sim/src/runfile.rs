@@ -348,7 +348,7 @@ pub fn write_json(path: &str, v: &Value) -> Result<(), RunFileError> {
 }
 
 /// The fault mix's members, in the order [`FaultMix::describe`] prints.
-fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 21] {
+fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 22] {
     [
         ("drop", &mut m.drop_permille),
         ("dup", &mut m.dup_permille),
@@ -370,6 +370,7 @@ fn mix_fields(m: &mut FaultMix) -> [(&'static str, &mut u64); 21] {
         ("readFail", &mut m.read_fail_permille),
         ("soloSync", &mut m.solo_sync_permille),
         ("slowIo", &mut m.slow_io_permille),
+        ("lateTimer", &mut m.late_timer_permille),
         ("compactRecords", &mut m.compact_records),
     ]
 }
@@ -385,13 +386,15 @@ pub fn mix_to_json(m: &FaultMix) -> Value {
 }
 
 /// Parses [`mix_to_json`]'s form (every member required but `stall`,
-/// `shutdown`, `readFail`, `soloSync` and `slowIo`, which mixes written before them
-/// do not have: 0).
+/// `shutdown`, `readFail`, `soloSync`, `slowIo` and `lateTimer`, which mixes
+/// written before them do not have: 0).
 pub fn mix_from_json(o: &Map<String, Value>) -> Result<FaultMix, String> {
     let mut m = FaultMix::default();
     for (k, v) in mix_fields(&mut m) {
-        if matches!(k, "stall" | "shutdown" | "readFail" | "soloSync" | "slowIo")
-            && !o.contains_key(k)
+        if matches!(
+            k,
+            "stall" | "shutdown" | "readFail" | "soloSync" | "slowIo" | "lateTimer"
+        ) && !o.contains_key(k)
         {
             continue;
         }
@@ -503,7 +506,7 @@ mod tests {
     fn a_file_without_a_draws_version_replays_with_the_draws_before_stalls() {
         let f = sample();
         assert_eq!(f.draws, Draws::CURRENT);
-        assert_eq!(f.to_json()["drawsVersion"], json!(11));
+        assert_eq!(f.to_json()["drawsVersion"], json!(12));
         let mut v = f.to_json();
         v.as_object_mut().unwrap().remove("drawsVersion");
         v["faultMix"].as_object_mut().unwrap().remove("stall");
@@ -511,6 +514,7 @@ mod tests {
         v["faultMix"].as_object_mut().unwrap().remove("readFail");
         v["faultMix"].as_object_mut().unwrap().remove("soloSync");
         v["faultMix"].as_object_mut().unwrap().remove("slowIo");
+        v["faultMix"].as_object_mut().unwrap().remove("lateTimer");
         let old = RunFile::from_json(&v).unwrap();
         assert_eq!(old.draws, Draws::BeforeStalls);
         assert_eq!(old.plan().draws, Draws::BeforeStalls);
@@ -520,9 +524,9 @@ mod tests {
         assert_eq!(old.to_json()["drawsVersion"], json!(1));
         assert_eq!(RunFile::from_json(&old.to_json()), Ok(old));
         let mut v = f.to_json();
-        v["drawsVersion"] = json!(12);
+        v["drawsVersion"] = json!(13);
         let e = RunFile::from_json(&v).unwrap_err();
-        assert!(e.contains("\"drawsVersion\" 12"), "{e}");
+        assert!(e.contains("\"drawsVersion\" 13"), "{e}");
     }
 
     #[test]

@@ -110,6 +110,9 @@ pub enum What {
         what: &'static str,
         ms: u64,
     },
+    /// A host armed its timer for `deadline_ms` (ms since the run's
+    /// start), and it fires `ms` later than that (`late-timer`).
+    TimerLate { inc: u64, deadline_ms: u64, ms: u64 },
     /// A host cut a torn tail.
     Truncate {
         inc: u64,
@@ -572,6 +575,16 @@ impl Entry {
                 h.str(what);
                 h.u64(*ms);
             }
+            What::TimerLate {
+                inc,
+                deadline_ms,
+                ms,
+            } => {
+                h.u64(36);
+                h.u64(*inc);
+                h.u64(*deadline_ms);
+                h.u64(*ms);
+            }
         }
         h.finish()
     }
@@ -689,6 +702,14 @@ impl fmt::Display for Entry {
                 f,
                 "(inc {inc}) {what} of {} waits {ms} ms on the disk",
                 short(session)
+            ),
+            What::TimerLate {
+                inc,
+                deadline_ms,
+                ms,
+            } => write!(
+                f,
+                "(inc {inc}) timer for {deadline_ms} ms fires {ms} ms late"
             ),
             What::Truncate {
                 inc,

@@ -35,7 +35,8 @@ pub enum Decision {
     Client,
     /// Ids minted by clients and seeds of host incarnations.
     Ids,
-    /// Which host a client connects to; restart delays.
+    /// Which host a client connects to; restart delays; how late a host's
+    /// timer fires.
     Placement,
 }
 

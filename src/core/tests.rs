@@ -1162,6 +1162,47 @@ fn idle_session_unloads_and_notifies() {
     assert_eq!(response(&f, 3)["error"]["code"], json!(-32024));
 }
 
+/// A timer that fires late (its driver busy past the deadline) still does
+/// what fell due: every idle session whose deadline passed unloads in
+/// that one wake-up.
+#[test]
+fn a_late_wake_up_unloads_every_session_whose_idle_deadline_passed() {
+    let (mut h, c) = idle_check(1000);
+    start(&mut h, c);
+    req(&mut h, c, 2, "view/unsubscribe", json!({"sessionId": SID}));
+    h.advance(300);
+    let other = "0198f0aa-1111-7000-8000-0000000000bb";
+    let f = req(
+        &mut h,
+        c,
+        3,
+        "session/start",
+        json!({"commandId": cid(30), "sessionId": other}),
+    );
+    assert!(response(&f, 3).get("result").is_some(), "{f:?}");
+    req(
+        &mut h,
+        c,
+        4,
+        "view/unsubscribe",
+        json!({"sessionId": other}),
+    );
+    h.take(c);
+    h.oversleep(5000);
+    let closed: Vec<Value> = h
+        .take(c)
+        .into_iter()
+        .filter(|f| f["method"] == "session/closed")
+        .map(|f| f["params"]["sessionId"].clone())
+        .collect();
+    assert_eq!(
+        closed,
+        vec![json!(SID), json!(other)],
+        "both unloaded at the one wake-up"
+    );
+    assert!(h.disk.leases.is_empty(), "both leases released");
+}
+
 #[test]
 fn one_seed_replays_bit_for_bit() {
     let run = || {

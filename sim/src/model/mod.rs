@@ -42,6 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use crate::client::REQUEST_TIMEOUT_MS;
+use crate::faults::LATE_TIMER_MAX_MS;
 use crate::run::{SHUTDOWN_GRACE_MS, START_MS};
 use crate::trace::{Actor, Entry, Trace, What};
 use crate::workload::Scenario;
@@ -234,7 +235,8 @@ struct IdleWatch {
     /// may have started at a moment the model did not watch).
     first_since_ms: Option<u64>,
     /// By when its holder must have written to its log (its `closed`
-    /// record): idle-unload-ms after `since_ms`, and [`IDLE_SLACK_MS`].
+    /// record): idle-unload-ms after `since_ms`, and the slack
+    /// ([`IDLE_SLACK_MS`], more under `late-timer`).
     due_ms: u64,
 }
 
@@ -434,6 +436,10 @@ pub struct Model {
     last_ms: u64,
     /// The run's `--idle-unload-ms` (from its fault-mix line; 0: never).
     idle_unload_ms: u64,
+    /// How late after its deadline an idle unload may be written:
+    /// [`IDLE_SLACK_MS`], and [`LATE_TIMER_MAX_MS`] more when the run's
+    /// timers may fire late (`late-timer` in its fault-mix line).
+    idle_slack_ms: u64,
     /// Sessions left idle on their holder, which must unload them in time
     /// ([`Model::watch_idle`]).
     idle_watch: BTreeMap<String, IdleWatch>,
@@ -490,6 +496,7 @@ impl Model {
     pub fn new(scenario: Scenario) -> Model {
         Model {
             durable_run: scenario.durable(),
+            idle_slack_ms: IDLE_SLACK_MS,
             ..Model::default()
         }
     }
@@ -521,6 +528,12 @@ impl Model {
                     .and_then(|x| x.strip_suffix("ms"))
                     .and_then(|x| x.parse().ok())
                     .unwrap_or(0);
+                self.idle_slack_ms = IDLE_SLACK_MS
+                    + if mix.contains("late-timer=") {
+                        LATE_TIMER_MAX_MS
+                    } else {
+                        0
+                    };
             }
             What::HostStart { inc, durable, .. } => {
                 let st = self.hosts.entry(h).or_default();
@@ -2101,7 +2114,7 @@ impl Model {
     /// request for it outstanding there; no provider call in flight, nor
     /// one whose answer was lost and which the host may still await), the
     /// holder must write its `closed` record within idle-unload-ms and
-    /// [`IDLE_SLACK_MS`], unless something touches the session first (a
+    /// its slack ([`IDLE_SLACK_MS`], more under `late-timer`), unless something touches the session first (a
     /// request that is not a pure read, any write to its log, a storage
     /// failure, the holder's death or shutdown). `subscribed`: the link
     /// that stopped watching had a subscription the host kept (not a view
@@ -2145,7 +2158,7 @@ impl Model {
                 holder: (h, inc),
                 since_ms: now,
                 first_since_ms,
-                due_ms: now + self.idle_unload_ms + IDLE_SLACK_MS,
+                due_ms: now + self.idle_unload_ms + self.idle_slack_ms,
             },
         );
     }

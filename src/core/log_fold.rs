@@ -486,6 +486,24 @@ mod tests {
         assert_eq!(seen(&got), seen(&fold_from(&bad, None)));
     }
 
+    /// The head remembered from a torn log is the head's fold alone: the
+    /// tail it was decoded with was torn, the head is whole frames.
+    #[test]
+    fn a_head_first_decoded_from_a_torn_log_is_whole() {
+        let log = a_log(8);
+        let ends = frame_ends(&log);
+        let _memo = FoldMemo::install();
+        let torn = LogBytes::from(log[..ends[ends.len() - 1] - 3].to_vec());
+        let got = fold_log(SID, &torn).expect("a torn tail folds");
+        assert!(got.shape.torn, "the log was torn");
+        let head = MEMO
+            .with(|m| m.borrow().as_ref().and_then(|m| m.head_of(SID, &torn)))
+            .expect("the head is remembered");
+        assert!(!head.shape.torn, "a head is whole frames");
+        let whole = LogBytes::from(log.clone());
+        assert_eq!(seen(&fold_log(SID, &whole)), seen(&fold_from(&whole, None)));
+    }
+
     #[test]
     fn the_memo_trusts_a_lineage_only_as_far_as_it_folded() {
         let log = a_log(0);

@@ -92,6 +92,66 @@ fn log_type(dir: &Path, sid: &str) -> u8 {
     log[5]
 }
 
+/// A compaction copies the archived records in chunks of 1 MiB
+/// (`CompactJob::steps` in `io::storage`): one whose archived part spans
+/// several chunks keeps every byte of each, so after a restart every
+/// update replays as answered and every event reads back whole.
+#[test]
+fn a_compaction_larger_than_its_copy_chunk_archives_every_byte() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sid = v7();
+    let (server, c) = start(dir.path(), Via::Stdio, &["--compact-records", "48"], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let started = start_session(&mut c, &sid);
+    // About 50 kB per update, in its intake and in its event.
+    let pad = |n: u64| format!("{n:04}-").repeat(10_000);
+    let mut acked = Vec::new();
+    for n in 0..40u64 {
+        let params = json!({"commandId": v7(), "sessionId": sid, "expectedRevision": n,
+            "set": {"k": n, "pad": pad(n)}});
+        let r = c.request("state/update", params.clone());
+        assert_eq!(r["result"]["revision"], json!(n + 1), "update {n}");
+        acked.push(Acked {
+            params,
+            answer: answer_value(&r),
+        });
+    }
+    let archive = dir.path().join("sessions").join(&sid).join("history.log");
+    let len = std::fs::metadata(&archive).expect("an archive").len();
+    assert!(
+        len > 2 << 20,
+        "the archive spans several chunks: {len} bytes"
+    );
+    drop(c);
+    server.kill9();
+    let revision = resume_and_check(dir.path(), &sid, &acked, &started);
+    assert_eq!(revision, 40);
+    // Every event's own bytes, read back from the archive.
+    let (server, c) = start(dir.path(), Via::Stdio, &[], &[]);
+    let mut c = c.expect("stdio client");
+    c.init();
+    let pads: Vec<(u64, String)> = c
+        .history(&sid)
+        .iter()
+        .filter(|e| e["method"] == "state/updated")
+        .map(|e| {
+            let p = &e["params"];
+            let n = p["revision"].as_u64().expect("revision");
+            (n, p["set"]["pad"].as_str().expect("pad").to_string())
+        })
+        .collect();
+    assert_eq!(pads.len(), 40, "every event");
+    for (n, got) in pads {
+        assert!(
+            got == pad(n - 1),
+            "the event of revision {n} read back whole"
+        );
+    }
+    drop(c);
+    server.kill9();
+}
+
 #[test]
 fn an_abort_after_each_compaction_step_loses_nothing_acknowledged() {
     for step in ["compact-archived", "compact-written", "compact-renamed"] {

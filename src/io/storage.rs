@@ -521,11 +521,6 @@ impl Storage {
         self.journaling
     }
 
-    /// Whether this process holds the session's lease.
-    pub fn holds(&self, sid: &str) -> bool {
-        self.held.contains_key(sid)
-    }
-
     fn fresh_epoch(&mut self) -> u64 {
         let e = self.next_epoch;
         self.next_epoch += 1;

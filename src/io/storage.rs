@@ -933,6 +933,48 @@ mod tests {
         );
     }
 
+    /// What a dead compaction left behind and cannot be removed (here a
+    /// directory under the temporary log's name) refuses the open with a
+    /// typed failure, and the lease goes back: once it is gone, the
+    /// session opens with its log whole. A session never compacted reads
+    /// with an empty archive.
+    #[test]
+    fn a_leftover_compaction_that_cannot_be_removed_refuses_the_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let mut st = Storage::new(layout.clone());
+        let (_, files) = open_here(&layout, &mut st, OpenMode::Create);
+        st.install(SID, files.expect("files"));
+        assert_eq!(st.append(SID, b"abc"), Step::Done(()));
+        st.release(SID);
+        let other = Leases::new(());
+        assert_eq!(
+            read_session(&layout, &other, SID, true),
+            ReadResult::Found {
+                log: b"abc".to_vec().into(),
+                history: Vec::new().into(),
+                held_elsewhere: false
+            }
+        );
+        let leftover = layout.compact_tmp_path(SID);
+        std::fs::create_dir(&leftover).expect("a directory in the way");
+        let (r, f) = open_here(&layout, &mut st, OpenMode::Existing);
+        assert!(
+            matches!(&r, OpenResult::Failed(m) if m.contains("opening session")),
+            "{r:?}"
+        );
+        assert!(f.is_none());
+        std::fs::remove_dir(&leftover).expect("removed");
+        let (r, _f) = open_session(&layout, &other, SID, OpenMode::Existing, plain_ticket());
+        assert_eq!(
+            r,
+            OpenResult::Opened {
+                log: b"abc".to_vec().into()
+            },
+            "the failed open gave its lease back"
+        );
+    }
+
     #[test]
     fn existing_mode_on_a_missing_session_is_not_found_and_creates_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -1049,4 +1049,32 @@ mod tests {
         assert!(matches!(r, OpenResult::Failed(_)));
         assert!(!layout.sessions_dir().exists());
     }
+
+    /// A log that is there but cannot be read (here a directory under its
+    /// name) is a storage failure, never a session that does not exist:
+    /// not found, a start would create it anew over what the disk holds.
+    /// An archive read of a reversed range is refused, not attempted.
+    #[test]
+    fn a_log_that_cannot_be_read_is_a_failure_not_an_absence() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        std::fs::create_dir_all(layout.log_path(SID)).expect("a directory in the way");
+        let guard = Leases::new(());
+        for mode in [OpenMode::Existing, OpenMode::Create] {
+            let (r, f) = open_session(&layout, &guard, SID, mode, plain_ticket());
+            assert!(matches!(&r, OpenResult::Failed(_)), "{mode:?}: {r:?}");
+            assert!(f.is_none());
+        }
+        let r = read_session(&layout, &guard, SID, false);
+        assert!(matches!(&r, ReadResult::Failed(_)), "{r:?}");
+        std::fs::write(layout.archive_path(SID), b"0123456789abcdef").expect("an archive");
+        assert_eq!(
+            read_history(&layout, SID, 4, 10),
+            HistoryResult::Found(b"456789".to_vec())
+        );
+        assert!(matches!(
+            read_history(&layout, SID, 10, 4),
+            HistoryResult::Failed(_)
+        ));
+    }
 }

@@ -370,6 +370,16 @@ impl Harness {
         }
     }
 
+    /// Whether the host may exit ([`Host::is_quiescent`]).
+    pub fn is_quiescent(&self) -> bool {
+        self.host.is_quiescent()
+    }
+
+    /// Whether connection `conn` is still open (the host has not closed it).
+    pub fn is_open(&self, conn: ConnId) -> bool {
+        self.open_conns.contains(&conn)
+    }
+
     /// Orderly shutdown (end of stdin): unload everything.
     pub fn shutdown(&mut self) {
         self.host.shutdown(self.now_ms);

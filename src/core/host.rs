@@ -677,9 +677,18 @@ impl Host {
         self.finish();
     }
 
-    /// No session is loaded or loading and no IO is outstanding.
+    /// No session is loaded or loading and no IO is outstanding: no open,
+    /// and no read of a session's files either. A read in flight decides
+    /// what its connection is owed (a parked request's answer, or a
+    /// backlog whose end, behind a hole, holds that connection's
+    /// `session/closed`), so a shutdown waits for it rather than exit with
+    /// the connection's fate undecided.
     pub fn is_quiescent(&self) -> bool {
-        self.sessions.is_empty() && self.out.is_empty() && self.opens.is_empty()
+        self.sessions.is_empty()
+            && self.out.is_empty()
+            && self.opens.is_empty()
+            && self.reads.is_empty()
+            && self.history_jobs.is_empty()
     }
 
     /// The next output to carry out.

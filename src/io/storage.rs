@@ -1067,6 +1067,20 @@ mod tests {
         }
         let r = read_session(&layout, &guard, SID, false);
         assert!(matches!(&r, ReadResult::Failed(_)), "{r:?}");
+        // A readable log whose archive is a directory: the archive's read
+        // fails, it is not "none yet".
+        let third = "0198f0aa-1111-7000-8000-0000000000cc";
+        std::fs::create_dir_all(layout.session_dir(third)).expect("a session directory");
+        std::fs::write(layout.log_path(third), b"abc").expect("a log");
+        std::fs::create_dir(layout.archive_path(third)).expect("a directory in the way");
+        let r = read_session(&layout, &guard, third, true);
+        assert!(matches!(&r, ReadResult::Failed(_)), "{r:?}");
+        // A file where the session's directory should be: the log's
+        // existence cannot be told (ENOTDIR), which is no absence either.
+        let other = "0198f0aa-1111-7000-8000-0000000000bb";
+        std::fs::write(layout.session_dir(other), b"not a directory").expect("a file");
+        let (r, _) = open_session(&layout, &guard, other, OpenMode::Existing, plain_ticket());
+        assert!(matches!(&r, OpenResult::Failed(_)), "{r:?}");
         std::fs::write(layout.archive_path(SID), b"0123456789abcdef").expect("an archive");
         assert_eq!(
             read_history(&layout, SID, 4, 10),

@@ -1063,16 +1063,14 @@ impl Sim {
         }
         let inc = hp.inc;
         self.hosts[h].timer_at_ms = Some(t);
-        let late = if self
-            .w
-            .chance(Decision::Placement, self.mix.late_timer_permille)
-        {
+        let late = if let Some(ms) = self.w.delay_ms(
+            Decision::Placement,
+            self.mix.late_timer_permille,
+            LATE_TIMER_LONG_PERMILLE,
+            (1, 10),
+            (11, LATE_TIMER_MAX_MS),
+        ) {
             self.count("late-timer");
-            let ms = if self.w.chance(Decision::Placement, LATE_TIMER_LONG_PERMILLE) {
-                self.w.range(Decision::Placement, 11, LATE_TIMER_MAX_MS)
-            } else {
-                self.w.range(Decision::Placement, 1, 10)
-            };
             self.note(
                 Actor::Host(h),
                 What::TimerLate {
@@ -1493,14 +1491,15 @@ impl Sim {
     /// The files are read when it completes; a host that died meanwhile
     /// never hears of it.
     fn ask_io(&mut self, h: usize, io: Io) {
-        if self.w.chance(Decision::Disk, self.mix.slow_io_permille) {
+        // One in eight waits behind other readers of a busy disk.
+        if let Some(ms) = self.w.delay_ms(
+            Decision::Disk,
+            self.mix.slow_io_permille,
+            SLOW_IO_LONG_PERMILLE,
+            (1, 40),
+            (50, 400),
+        ) {
             self.count("slow-io");
-            // One in eight waits behind other readers of a busy disk.
-            let ms = if self.w.chance(Decision::Disk, SLOW_IO_LONG_PERMILLE) {
-                self.w.range(Decision::Disk, 50, 400)
-            } else {
-                self.w.range(Decision::Disk, 1, 40)
-            };
             let at = self.w.now_ms + ms;
             let incarnation = self.hosts[h].inc;
             let (session, what) = match &io {

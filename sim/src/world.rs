@@ -286,6 +286,31 @@ impl World {
         lo + self.decide(kind, hi - lo + 1)
     }
 
+    /// A fault's delay (ms): `None` without the fault (chance
+    /// `permille`); with it, a value in `short`, or one time in
+    /// `1000 / long_permille` a value in `long`. Up to three decisions of
+    /// `kind`, always in this order (the fault, long or short, the value),
+    /// so every delayed fault reads its choices alike and option 0 of each
+    /// is the simplest: no delay, a short one, the shortest.
+    pub fn delay_ms(
+        &mut self,
+        kind: Decision,
+        permille: u64,
+        long_permille: u64,
+        short: (u64, u64),
+        long: (u64, u64),
+    ) -> Option<u64> {
+        if !self.chance(kind, permille) {
+            return None;
+        }
+        let (lo, hi) = if self.chance(kind, long_permille) {
+            long
+        } else {
+            short
+        };
+        Some(self.range(kind, lo, hi))
+    }
+
     /// 128 bits for an id, drawn as two decisions. The low 20 bits are a
     /// serial, so ids never collide within a run whatever the choices (a
     /// shrunk run must not turn two commands into one by lowering an id

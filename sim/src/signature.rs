@@ -10,12 +10,13 @@
 //! | `send M` | a client sends a request of method M |
 //! | `replay M` | a host receives a command of method M whose id a host received before |
 //! | `dup-replay M` | such a replay that is the network's duplicate of a line (the next command received on a link after the network duplicated a line on it) |
-//! | `answer M ok` / `answer M R` | a host answers a request of method M with a result / an error of reason (or message) R |
+//! | `answer M ok` / `answer M R` | a host answers a request of method M with a result / an error of reason R (`data.reason`; without one its `data.kind`, else its message) |
 //! | `event M` | a host sends a notification M |
 //! | `append R` | a host appends a log record of kind R (`created`, `loaded`, `received`, `settled`, `event`, `closed`, `snapshot`) |
 //! | `crash` / `crash at P` | a host crashes (at crash point P) |
 //! | `power-loss`, `restart`, `tear`, `truncate`, `fsync-fail`, `disk-full` | as named |
 //! | `drop`, `dup`, `reorder`, `cut`, `reconnect`, `lease-denied` | as named |
+//! | `shutdown-reading` | a graceful shutdown begins while a read of session files its host asked for is still delayed on the disk (`slow-io`) |
 //! | `rot`, `compact` | a byte of a synced record flips (`bitrot`); a host's compaction of a log completes |
 //! | `effect P` | a host asks provider P to perform an effect |
 //! | `load-unsynced` | a host takes the lease of (loads) a session whose log holds bytes no fsync covered (a killed process left them in the page cache) |
@@ -30,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use msp::core::record::{decode_log, Outcome, Record};
 use serde_json::Value;
 
-use crate::trace::{Entry, Trace, What};
+use crate::trace::{Actor, Entry, Trace, What};
 
 /// One step of a signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub enum Step {
     /// Such a replay, the network's duplicate of a line.
     DupReplay(String),
     /// A host answers a request of this method: `None` a result, else the
-    /// error's reason (or message).
+    /// error's reason (or kind, or message).
     Answer(String, Option<String>),
     /// A host sends this notification.
     Event(String),
@@ -67,7 +68,7 @@ pub enum Step {
 /// streams a delta every 10 ms).
 pub const STREAMING_WINDOW_MS: u64 = 20;
 
-const WORDS: [&str; 19] = [
+const WORDS: [&str; 20] = [
     "load-unsynced",
     "storage-fail-streaming",
     "power-loss",
@@ -86,6 +87,7 @@ const WORDS: [&str; 19] = [
     "rot",
     "compact",
     "shutdown",
+    "shutdown-reading",
     "solo-sync",
 ];
 
@@ -165,6 +167,9 @@ struct Reader {
     duplicated: BTreeSet<u64>,
     /// Command id (lower case) -> the method of its intake record.
     intake_methods: BTreeMap<String, String>,
+    /// (host, incarnation) -> when the last read of session files it
+    /// asked for that `slow-io` delayed completes.
+    reads_due_ms: BTreeMap<(usize, u64), u64>,
 }
 
 /// A session log as the trace tells it: its length, how much of it an
@@ -186,6 +191,7 @@ impl Reader {
             notified_at_ms: BTreeMap::new(),
             duplicated: BTreeSet::new(),
             intake_methods: BTreeMap::new(),
+            reads_due_ms: BTreeMap::new(),
         }
     }
 
@@ -385,6 +391,7 @@ impl Reader {
                     Some(
                         e["data"]["reason"]
                             .as_str()
+                            .or(e["data"]["kind"].as_str())
                             .or(e["message"].as_str())
                             .unwrap_or("error")
                             .to_string(),
@@ -415,7 +422,27 @@ impl Reader {
                 .unwrap_or_default(),
             What::HostCrash { point, .. } => vec![Step::Crash(point.map(str::to_string))],
             What::PowerLoss => vec![Step::Word("power-loss")],
-            What::HostShutdown { .. } => vec![Step::Word("shutdown")],
+            What::HostShutdown { inc } => {
+                let reading = match e.actor {
+                    Actor::Host(h) => self
+                        .reads_due_ms
+                        .get(&(h, *inc))
+                        .is_some_and(|due| *due > e.at_ms),
+                    _ => false,
+                };
+                let mut out = vec![Step::Word("shutdown")];
+                if reading {
+                    out.push(Step::Word("shutdown-reading"));
+                }
+                out
+            }
+            What::IoDelayed { inc, what, ms, .. } if *what != "open" => {
+                if let Actor::Host(h) = e.actor {
+                    let due = self.reads_due_ms.entry((h, *inc)).or_default();
+                    *due = (*due).max(e.at_ms + ms);
+                }
+                Vec::new()
+            }
             What::HostStart {
                 inc, solo_syncs, ..
             } => {
@@ -541,7 +568,6 @@ pub const DERIVED_STEPS_MAX: usize = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::Actor;
 
     #[test]
     fn steps_parse_and_print_back() {
@@ -706,5 +732,68 @@ mod tests {
             append(frame(settled(Outcome::Abandoned))),
         );
         assert_eq!(reach(&t, &sig), Ok(vec![2]));
+    }
+
+    #[test]
+    fn a_shutdown_reads_as_reading_only_while_its_hosts_delayed_read_is_due() {
+        let delayed = |inc, what, ms| What::IoDelayed {
+            inc,
+            session: "s".into(),
+            what,
+            ms,
+        };
+        let words =
+            |t: &Trace| -> Vec<String> { derive(t).iter().map(|s| s.to_string()).collect() };
+        // Host 0's archive read is due at 40; its shutdown at 30 is early.
+        let mut t = Trace::new();
+        t.push(10, Actor::Host(0), delayed(1, "archive read", 30));
+        t.push(30, Actor::Host(0), What::HostShutdown { inc: 1 });
+        assert_eq!(words(&t), ["shutdown", "shutdown-reading"]);
+        // The same read done by then, another host's, another
+        // incarnation's, or an open: a plain shutdown.
+        for (at, actor, inc, what) in [
+            (40, Actor::Host(0), 1, "read"),
+            (30, Actor::Host(1), 1, "read"),
+            (30, Actor::Host(0), 2, "read"),
+            (30, Actor::Host(0), 1, "open"),
+        ] {
+            let mut t = Trace::new();
+            t.push(10, Actor::Host(0), delayed(1, what, 30));
+            t.push(at, actor, What::HostShutdown { inc });
+            assert_eq!(words(&t), ["shutdown"], "{at} {actor:?} {inc} {what}");
+        }
+        assert_eq!(
+            Step::parse("shutdown-reading").unwrap(),
+            Step::Word("shutdown-reading")
+        );
+    }
+
+    #[test]
+    fn an_error_answer_reads_as_its_reason_else_its_kind() {
+        let mut t = Trace::new();
+        let recv = |id: u64| {
+            What::HostRecv {
+            inc: 1,
+            link: 1,
+            line: format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"session/resume\",\"params\":{{\"commandId\":\"c{id}\"}}}}"),
+        }
+        };
+        let send = |line: &str| What::HostSend {
+            inc: 1,
+            link: 1,
+            line: line.into(),
+        };
+        t.push(0, Actor::Host(0), recv(1));
+        t.push(1, Actor::Host(0), send(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m","data":{"kind":"internal","reason":"storageUnavailable"}}}"#));
+        t.push(2, Actor::Host(0), recv(2));
+        t.push(3, Actor::Host(0), send(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32001,"message":"overloaded: the host is shutting down","data":{"kind":"overloaded"}}}"#));
+        let sig: Vec<Step> = [
+            "answer session/resume storageUnavailable",
+            "answer session/resume overloaded",
+        ]
+        .iter()
+        .map(|s| Step::parse(s).unwrap())
+        .collect();
+        assert_eq!(reach(&t, &sig), Ok(vec![1, 3]));
     }
 }

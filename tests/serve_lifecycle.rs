@@ -7,7 +7,7 @@ mod common;
 
 use std::os::unix::process::ExitStatusExt;
 
-use common::{code, start, v7, Via};
+use common::{code, kind, start, v7, Via};
 use serde_json::{json, Value};
 
 #[test]
@@ -76,6 +76,59 @@ fn sigterm_is_an_orderly_shutdown_over_tcp() {
     let closed = c.wait_for("session/closed", |f| f["method"] == "session/closed");
     assert_eq!(closed["params"]["reason"], json!("hostShutdown"));
     assert_eq!(closed["params"]["sessionId"], json!(sid));
+    let status = server.wait_exit();
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(0), None),
+        "{status:?}"
+    );
+}
+
+/// Resumes that reach a stopping host do not load their session again:
+/// once the shutdown began, a resume (here, pipelined from before the
+/// SIGTERM to after it) is refused `-32001 overloaded` (retryable) or
+/// left to the end of the stream, the session is closed once, and the
+/// process exits 0. Before, a resume that came while the session unloaded
+/// loaded it again, and a client that resumes on every `session/closed`
+/// (as the SDK does) kept the host from ever exiting (found by the
+/// simulator: corpus/regressions/lease-unload-2dd238a5).
+#[test]
+fn resumes_that_reach_a_stopping_host_load_nothing_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, _) = start(dir.path(), Via::Tcp, &[], &[]);
+    let mut c = server.tcp();
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    let resume = |c: &mut common::Client, n: u64| {
+        c.send(
+            &json!({"jsonrpc": "2.0", "id": 1000 + n, "method": "session/resume",
+            "params": {"commandId": v7(), "sessionId": sid}}),
+        )
+    };
+    for n in 0..8 {
+        resume(&mut c, n);
+    }
+    server.sigterm();
+    for n in 8..400 {
+        if !resume(&mut c, n) {
+            break;
+        }
+    }
+    let frames = c.expect_eof();
+    let closed = frames
+        .iter()
+        .filter(|f| f["method"] == "session/closed")
+        .count();
+    assert_eq!(closed, 1, "closed once, never loaded again: {frames:#?}");
+    let after_close = frames
+        .iter()
+        .skip_while(|f| f["method"] != "session/closed")
+        .filter(|f| f.get("method").is_none());
+    for f in after_close {
+        assert_eq!(code(f), -32001, "only refusals after the close: {f}");
+        assert_eq!(kind(f), "overloaded");
+    }
     let status = server.wait_exit();
     assert_eq!(
         (status.code(), status.signal()),

@@ -89,6 +89,7 @@ impl Host {
                         RpcError::session_not_loaded(&sid)
                     }
                     Some(IoAnswer::Read(ReadResult::Failed(e))) => RpcError::storage_unavailable(e),
+                    _ if self.refused_while_stopping(conn, id) => return Flow::Done,
                     _ => {
                         let w = self.request_read(conn, &sid, false);
                         return Flow::Park(w, Parsed::Command(c));
@@ -350,6 +351,7 @@ impl Host {
                     self.respond_err(conn, id, open_error(sid, r));
                     Some(Flow::Done)
                 }
+                _ if self.refused_while_stopping(conn, id) => Some(Flow::Done),
                 _ => {
                     let w = self.request_open(sid, mode);
                     park(w)

@@ -1482,8 +1482,24 @@ impl Host {
 
     // ----- sessions: open, load, unload ------------------------------------
 
+    /// Whether a request that needs a session not loaded here (an open,
+    /// or a read of its files) must be refused because a shutdown began;
+    /// if so it is answered `-32001 overloaded` (retryable: nothing was
+    /// recorded, and the next host serves it). A stopping host starts no
+    /// new IO for a request, so its shutdown ends once the IO already in
+    /// flight does, whatever its clients send: a client that resumes on
+    /// every `session/closed` would otherwise have each session loaded
+    /// and unloaded again for ever.
+    pub(crate) fn refused_while_stopping(&mut self, conn: ConnId, id: &RequestId) -> bool {
+        if self.shutting_down {
+            self.respond_err(conn, id, RpcError::overloaded("the host is shutting down"));
+        }
+        self.shutting_down
+    }
+
     /// Starts loading a session (or waits for a load in progress).
     pub(crate) fn request_open(&mut self, sid: &str, mode: OpenMode) -> Wait {
+        debug_assert!(!self.shutting_down, "a stopping host loads nothing new");
         if !self.sessions.contains_key(sid) {
             self.sessions.insert(sid.to_string(), Slot::Loading);
             let token = self.token();
@@ -1513,6 +1529,7 @@ impl Host {
     /// `history`: also read the session's archive (a page or subscription
     /// of a session loaded nowhere folds its whole history).
     pub(crate) fn request_read(&mut self, conn: ConnId, sid: &str, history: bool) -> Wait {
+        debug_assert!(!self.shutting_down, "a stopping host reads nothing new");
         let token = self.token();
         match self.cfg.durability {
             Durability::Durable => {

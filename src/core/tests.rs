@@ -1331,6 +1331,77 @@ fn shutdown_while_a_session_is_loading_still_unloads_it() {
     );
 }
 
+/// Once a shutdown began, a request that would load a session or read
+/// its files is refused `-32001 overloaded` (retryable by default: nothing
+/// was recorded, the next host serves it), and so is a command that waited
+/// for its session's unload: a stopping host starts no new IO for a
+/// request, so it becomes quiescent whatever its clients send. Before, a
+/// client that resumed on every `session/closed` had its session loaded
+/// and unloaded again for ever (mixed seed 8425, shrunk on the build
+/// before 7c427d4: the host was still busy 10 s after its shutdown began).
+#[test]
+fn a_stopping_host_loads_and_reads_nothing_new() {
+    let (mut h, c) = check(Durability::Durable);
+    let sid2 = "0198f0aa-1111-7000-8000-0000000000bb";
+    for (n, sid) in [(1, SID), (2, sid2)] {
+        let f = req(
+            &mut h,
+            c,
+            n,
+            "session/start",
+            json!({"commandId": cid(n as u32), "sessionId": sid}),
+        );
+        assert!(response(&f, n).get("result").is_some(), "{f:?}");
+    }
+    // SID is unloaded while a resume of it waits for the unload's sync.
+    h.hold_syncs = true;
+    h.shutdown();
+    let resume = |id: u64, n: u32, sid: &str| json!({"jsonrpc":"2.0","id":id,"method":"session/resume","params":{"commandId": cid(n), "sessionId": sid}});
+    h.send(c, &resume(10, 10, SID));
+    h.hold_syncs = false;
+    h.release_syncs();
+    let f = h.take(c);
+    let closed = f.iter().filter(|f| f["method"] == "session/closed").count();
+    assert_eq!(closed, 2, "both sessions closed: {f:#?}");
+    let refused = |f: &[Value], id: u64| {
+        let e = &response(f, id)["error"];
+        assert_eq!(e["code"], json!(-32001), "{f:#?}");
+        assert_eq!(e["data"]["kind"], json!("overloaded"));
+        assert!(e["data"].get("retryable").is_none(), "retryable by default");
+    };
+    refused(&f, 10);
+    assert!(h.is_quiescent(), "nothing was loaded again");
+    // A start, a resume, a command of a session not loaded here, and reads
+    // of its files: refused, and nothing is asked of the disk.
+    let asks: [(u64, &str, Value); 5] = [
+        (
+            11,
+            "session/start",
+            json!({"commandId": cid(11), "sessionId": "0198f0aa-1111-7000-8000-0000000000cc"}),
+        ),
+        (
+            12,
+            "session/resume",
+            json!({"commandId": cid(12), "sessionId": sid2}),
+        ),
+        (
+            13,
+            "turn/start",
+            json!({"commandId": cid(13), "sessionId": SID, "input": [{"type": "text", "text": "hi"}]}),
+        ),
+        (14, "session/read", json!({"sessionId": SID})),
+        (15, "view/page", json!({"sessionId": sid2, "limit": 5})),
+    ];
+    let logs_before = h.disk.files.len();
+    for (id, method, params) in asks {
+        let f = req(&mut h, c, id, method, params);
+        refused(&f, id);
+        assert!(h.is_quiescent(), "{method}: nothing in flight");
+    }
+    assert_eq!(h.disk.files.len(), logs_before, "no file was created");
+    assert!(h.is_open(c), "the connection stays until the process exits");
+}
+
 #[test]
 fn a_view_opened_while_its_session_unloads_waits_for_the_unload() {
     // The unload's `session/closed` went to the subscribers and ready

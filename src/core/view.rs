@@ -567,6 +567,7 @@ impl Host {
                 self.respond_err(conn, id, RpcError::storage_unavailable(e));
                 return Flow::Done;
             }
+            _ if self.refused_while_stopping(conn, id) => return Flow::Done,
             _ => {
                 let history = matches!(r, Read::Subscribe { .. } | Read::Page { .. });
                 let w = self.request_read(conn, &sid, history);

@@ -2906,8 +2906,9 @@ impl Model {
                     && (!self.hosts.get(&h).is_some_and(|x| x.durable)
                         || n.is_none_or(|n| n > req.floor))
             }
-            // Overload, bad params, unknown method and the rest: no
-            // simulated client sends what earns them.
+            -32001 => self.stopping_refusal(h, inc),
+            // Bad params, unknown method and the rest: no simulated
+            // client sends what earns them.
             _ => false,
         };
         if ok && code == -32053 {
@@ -3522,8 +3523,9 @@ impl Model {
     /// failed append, sync or read of the session there, or a rotten log; `sessionNotFound` needs a session that did not
     /// exist (or a host that forgets, ephemeral); `missingAnchor` is a
     /// page's (judged by [`Model::page_refused`]).
-    fn read_refused(&mut self, sid: &str, req: &Req, e: &Value) {
+    fn read_refused(&mut self, h: usize, inc: u64, sid: &str, req: &Req, e: &Value) {
         let ok = match e["code"].as_i64().unwrap_or(0) {
+            -32001 => self.stopping_refusal(h, inc),
             -32603 => {
                 if req.read_failed {
                     self.rep.hit("3 storageUnavailable after a failed read");
@@ -3545,6 +3547,21 @@ impl Model {
                 req.method, req.existed, req.storage_failed
             )
         });
+    }
+
+    /// Whether host `h` (incarnation `inc`) may answer a request of a
+    /// session `-32001 overloaded`: only once its shutdown began. A
+    /// stopping host starts no new open or read for a request (PROTOCOL.md
+    /// 1: an orderly shutdown unloads and exits; a host that loaded again
+    /// whatever its clients resumed might never exit), and the refusal
+    /// records nothing. The simulated clients send no more requests at a
+    /// time than section 1's limits allow, so no other overload is right.
+    fn stopping_refusal(&mut self, h: usize, inc: u64) -> bool {
+        let stopping = self.stopping.contains_key(&(h, inc));
+        if stopping {
+            self.rep.hit("1 overloaded while shutting down");
+        }
+        stopping
     }
 
     /// Whether a `view/subscribe` may be refused `missingAnchor`: its
@@ -3625,7 +3642,7 @@ impl Model {
         let r = match outcome {
             Ok(r) => r,
             Err(e) => {
-                self.read_refused(&sid, req, e);
+                self.read_refused(h, inc, &sid, req, e);
                 if req.method == "view/page" {
                     self.page_refused(durable_host, &sid, req, e);
                 }

@@ -131,6 +131,7 @@ pub const RULES: &[&str] = &[
     "3 reject stale_revision",
     // 1, 3 bad input, refused in the error precedence
     "1 inputTooLarge",
+    "1 overloaded while shutting down",
     "3 parseError",
     "3 invalidRequest",
     "3 methodNotFound",

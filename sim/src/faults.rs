@@ -10,7 +10,10 @@
 //!   `stall` makes a sync take 50-500 ms instead of 2-15 ms (a disk busy
 //!   with other writers), which widens every window between an append and
 //!   its sync: reads, crashes and replays that land in it;
-//!   `disk-full` fails appends during a window; `read-fail` fails the
+//!   `disk-full` fails appends during a window (the host hears of each
+//!   at once, or, `failure-deferred` in half the cases, once its queued
+//!   outputs are carried out, as `msp serve` tells it; the log's later
+//!   writes are skipped meanwhile); `read-fail` fails the
 //!   reads of a session's files (opening it to load it, or reading it
 //!   without the lease), as an EIO would; `slow-io` completes such an
 //!   open or read 1-40 ms later instead of at once, so other inputs (a
@@ -36,7 +39,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 21] = [
+pub const FAULT_NAMES: [&str; 22] = [
     "drop",
     "dup",
     "delay",
@@ -58,6 +61,7 @@ pub const FAULT_NAMES: [&str; 21] = [
     "solo-sync",
     "slow-io",
     "late-timer",
+    "failure-deferred",
 ];
 
 /// The latest a `late-timer` fires after its deadline (ms); the model's

@@ -109,13 +109,19 @@ pub enum Draws {
     /// late (and, if so, by how much), as a busy driver thread or a coarse
     /// OS timer makes `msp serve`'s fire: the host then handles deadlines
     /// already past, not only ones that fall due at that instant.
-    #[default]
     WithLateTimers,
+    /// Version 13: each append the disk refuses draws whether the host
+    /// hears of it at once (as before) or, as `msp serve` tells it, once
+    /// it has carried out every output it had queued (the session's later
+    /// appends and syncs skipped meanwhile, as `io::storage` skips them).
+    /// No draw is added to the fault mix; one decision per failed append.
+    #[default]
+    WithDeferredFailures,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithLateTimers;
+    pub const CURRENT: Draws = Draws::WithDeferredFailures;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -132,6 +138,7 @@ impl Draws {
             Draws::WithSoloSyncs => 10,
             Draws::WithSlowIo => 11,
             Draws::WithLateTimers => 12,
+            Draws::WithDeferredFailures => 13,
         }
     }
 
@@ -150,6 +157,7 @@ impl Draws {
             10 => Some(Draws::WithSoloSyncs),
             11 => Some(Draws::WithSlowIo),
             12 => Some(Draws::WithLateTimers),
+            13 => Some(Draws::WithDeferredFailures),
             _ => None,
         }
     }

@@ -32,6 +32,12 @@ pub struct HostProc {
     /// A graceful shutdown began ([`Host::shutdown`]): the process exits
     /// once its host is quiescent.
     pub stopping: bool,
+    /// Sessions whose append the disk refused and whose host is told so
+    /// only once it has no output left ([`crate::plan::Draws::WithDeferredFailures`]),
+    /// in order, with the reason: as `msp serve`'s driver defers
+    /// `handle_storage_failed` to the end of its drain. Their appends and
+    /// syncs are skipped meanwhile, as `io::storage` skips a failed log's.
+    pub unreported_failures: Vec<(String, &'static str)>,
 }
 
 impl HostProc {
@@ -45,6 +51,7 @@ impl HostProc {
             next_conn: 1,
             restart_pending: false,
             stopping: false,
+            unreported_failures: Vec::new(),
         }
     }
 
@@ -76,13 +83,21 @@ impl HostProc {
         self.next_conn = 1;
         self.restart_pending = false;
         self.stopping = false;
+        self.unreported_failures.clear();
     }
 
     /// Kills the incarnation; returns the links it had.
     pub fn kill(&mut self) -> Vec<u64> {
         self.host = None;
         self.timer_at_ms = None;
+        self.unreported_failures.clear();
         std::mem::take(&mut self.links).into_values().collect()
+    }
+
+    /// Whether `session`'s failure waits to be reported: its writes are
+    /// skipped until then.
+    pub fn failed_unreported(&self, session: &str) -> bool {
+        self.unreported_failures.iter().any(|(s, _)| s == session)
     }
 
     /// Alive.

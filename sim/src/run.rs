@@ -66,6 +66,12 @@ pub const SLOW_IO_LONG_PERMILLE: u64 = 125;
 /// input) rather than 1-10 ms.
 pub const LATE_TIMER_LONG_PERMILLE: u64 = 125;
 
+/// The chance (permille) that an append the disk refused is reported to
+/// its host only once the host's queued outputs are carried out, as
+/// `msp serve` does, rather than at once (draws version 13): both orders
+/// are exercised.
+pub const DEFERRED_FAILURE_PERMILLE: u64 = 500;
+
 /// A host that produces more outputs than this for one input without
 /// waiting for anything is in a livelock (a read it asks again and again,
 /// say): the run stops there, with the note the run-bounded oracle reads.
@@ -1105,7 +1111,14 @@ impl Sim {
                 return;
             }
             let Some(o) = self.hosts[h].host.as_mut().and_then(|x| x.poll_output()) else {
-                break;
+                // Outputs drained: the failures held back reach the host
+                // now, one at a time, as `msp serve`'s deferred inputs do.
+                let Some((session, reason)) = self.take_unreported_failure(h) else {
+                    break;
+                };
+                let (now, inc) = (self.w.now_ms, self.hosts[h].inc);
+                self.append_failed(h, inc, &session, reason, now);
+                continue;
             };
             if !self.healing
                 && !matches!(o, Output::CrashPoint(_))
@@ -1137,6 +1150,13 @@ impl Sim {
             return;
         }
         self.arm_timer(h);
+    }
+
+    /// The first storage failure of host `h` held back until its outputs
+    /// drained, if any.
+    fn take_unreported_failure(&mut self, h: usize) -> Option<(String, &'static str)> {
+        let failures = &mut self.hosts[h].unreported_failures;
+        (!failures.is_empty()).then(|| failures.remove(0))
     }
 
     /// Asks host `h` to stop ([`Host::shutdown`]): it unloads every
@@ -1267,6 +1287,19 @@ impl Sim {
     fn exec(&mut self, h: usize, o: Output) {
         let now = self.w.now_ms;
         let inc = self.hosts[h].inc;
+        // A log whose append failed, its host not told yet: `io::storage`
+        // skips its writes and syncs (and compactions) until the host
+        // drops it.
+        let skipped = match &o {
+            Output::Append { session, .. }
+            | Output::Sync { session, .. }
+            | Output::Compact { session, .. }
+            | Output::Truncate { session, .. } => self.hosts[h].failed_unreported(session),
+            _ => false,
+        };
+        if skipped {
+            return;
+        }
         match o {
             Output::Send { conn, line } => {
                 let Some(&link) = self.hosts[h].links.get(&conn) else {
@@ -1358,7 +1391,25 @@ impl Sim {
             }
             Output::Append { session, bytes } => {
                 if now < self.disk.full_until_ms {
-                    self.append_failed(h, inc, &session, "disk full", now);
+                    // `msp serve` tells its host after the drain; the
+                    // simulator tells it either way (draws version 13).
+                    // The trace records the failure when the host hears
+                    // of it: what it sent before, it sent not knowing,
+                    // as a process that dies sends what it sent.
+                    if self.draws >= Draws::WithDeferredFailures
+                        && self
+                            .w
+                            .chance(Decision::Placement, DEFERRED_FAILURE_PERMILLE)
+                    {
+                        self.count("disk-full");
+                        self.count("failure-deferred");
+                        self.hosts[h]
+                            .unreported_failures
+                            .push((session, "disk full"));
+                    } else {
+                        self.count("disk-full");
+                        self.append_failed(h, inc, &session, "disk full", now);
+                    }
                     return;
                 }
                 let f = self.disk.files.entry(session.clone()).or_default();
@@ -1630,10 +1681,10 @@ impl Sim {
         true
     }
 
-    /// A write the disk refused (full, or a compaction that cannot copy):
-    /// counted, traced, and reported to the host as a storage failure.
+    /// A write the disk refused (full, or a compaction that cannot copy),
+    /// counted as `disk-full` by the caller: traced, and reported to the
+    /// host as a storage failure.
     fn append_failed(&mut self, h: usize, inc: u64, session: &str, reason: &str, now: u64) {
-        self.count("disk-full");
         self.note(
             Actor::Host(h),
             What::AppendFailed {
@@ -1678,6 +1729,7 @@ impl Sim {
             .filter(|b| msp::log::WholeFrames::check(b).is_ok())
             .map(<[u8]>::to_vec);
         let (Some(bytes), true, false) = (bytes, archive_ok, now < self.disk.full_until_ms) else {
+            self.count("disk-full");
             self.append_failed(h, inc, &session, "compaction failed", now);
             return;
         };

@@ -258,21 +258,15 @@ pub async fn run_with_providers(
             Some(ev) = io_rx.recv() => d.on_io(ev),
             _ = term.recv(), if !d.shutting_down => {
                 d.begin_shutdown();
-                give_up_at = Some(tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS));
+                give_up_at = Some(grace_deadline());
                 if let Some(a) = &acceptor { a.abort(); }
             }
             _ = interrupt.recv(), if !d.shutting_down => {
                 d.begin_shutdown();
-                give_up_at = Some(tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS));
+                give_up_at = Some(grace_deadline());
                 if let Some(a) = &acceptor { a.abort(); }
             }
-            Some(ev) = conn_rx.recv() => {
-                let was = d.shutting_down;
-                d.on_conn(ev);
-                if d.shutting_down && !was {
-                    give_up_at = Some(tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS));
-                }
-            }
+            Some(ev) = conn_rx.recv() => d.on_conn_graced(ev, &mut give_up_at),
             _ = tokio::time::sleep(timer.unwrap_or_default()), if timer.is_some() => {
                 d.host.handle_timeout(wall_ms());
             }
@@ -288,13 +282,7 @@ pub async fn run_with_providers(
             if let Ok(ev) = io_rx.try_recv() {
                 d.on_io(ev);
             } else if let Ok(ev) = conn_rx.try_recv() {
-                let was = d.shutting_down;
-                d.on_conn(ev);
-                if d.shutting_down && !was {
-                    give_up_at = Some(
-                        tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS),
-                    );
-                }
+                d.on_conn_graced(ev, &mut give_up_at);
             } else {
                 break;
             }
@@ -364,7 +352,23 @@ fn open_storage(cfg: &HostConfig, layout: super::storage::Layout) -> Result<Stor
     ))
 }
 
+/// When a shutdown beginning now gives up: [`SHUTDOWN_GRACE_MS`] later.
+fn grace_deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS)
+}
+
 impl Driver {
+    /// [`Driver::on_conn`]; if the event began the shutdown (end of
+    /// stdin), its grace period starts: `give_up_at`. One path for the
+    /// round's first input and for those taken with it.
+    fn on_conn_graced(&mut self, ev: ConnEvent, give_up_at: &mut Option<tokio::time::Instant>) {
+        let was = self.shutting_down;
+        self.on_conn(ev);
+        if self.shutting_down && !was {
+            *give_up_at = Some(grace_deadline());
+        }
+    }
+
     /// Drains the host's outputs, then feeds deferred inputs, until both
     /// are empty.
     fn pump(&mut self) {

@@ -275,6 +275,78 @@ fn unix_socket_transport_serves_and_removes_its_socket() {
     assert!(!sock.exists(), "the socket file is removed at exit");
 }
 
+/// A client that sends and never reads is disconnected once
+/// [`msp::io::transport::WRITE_QUEUE_FRAMES`] answers wait for it, rather
+/// than left to grow the host's memory: its socket closes, and the host
+/// goes on serving others. Found from a cargo-mutants survivor (a frame
+/// count that stayed 0, `+=` -> `*=` in the driver's gathering of a
+/// connection's frames, queued every answer): the test written for it
+/// hung, because the host stopped reading the slow client but its writer
+/// kept the socket open, waiting for ever to write the queue out.
+#[test]
+fn a_client_that_never_reads_is_disconnected_and_the_host_serves_on() {
+    use std::io::{ErrorKind, Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+    const ASKED: usize = msp::io::transport::WRITE_QUEUE_FRAMES + 8_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("msp.sock");
+    let (mut server, _) = start(&dir.path().join("data"), Via::Unix(sock.clone()), &[], &[]);
+    let mut c = server.unix();
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    let mut slow = UnixStream::connect(&sock).expect("connect");
+    let mut lines = Vec::new();
+    lines.extend(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"name":"slow","version":"1"}}}"#);
+    lines.extend(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"}\n");
+    for id in 1..=ASKED {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/read", "params": {"sessionId": sid}});
+        lines.extend(serde_json::to_vec(&line).expect("json"));
+        lines.push(b'\n');
+    }
+    // The host may cut the connection before it has read every line (a
+    // host that stops reading without closing fails below, not here).
+    slow.set_write_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    match slow.write_all(&lines) {
+        Ok(()) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {}
+        Err(e) => panic!("the host neither read this client's lines nor closed it: {e}"),
+    }
+    // Only now read: what the socket held, then the end of the stream.
+    slow.set_read_timeout(Some(common::TIMEOUT))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "no end of stream within {:?} ({} bytes read): {e}",
+                common::TIMEOUT,
+                got.len()
+            ),
+        }
+    }
+    // What the socket held when the host gave up: its queue of
+    // WRITE_QUEUE_FRAMES answers was dropped, not written out.
+    let answers = got.iter().filter(|b| **b == b'\n').count();
+    assert!(
+        answers < msp::io::transport::WRITE_QUEUE_FRAMES,
+        "the connection was cut and its queue dropped: {answers} answers of {ASKED} came"
+    );
+    // The host lives on, for this client and for new ones.
+    let r = c.request("session/read", json!({"sessionId": sid}));
+    assert_eq!(r["result"]["session"]["sessionId"], json!(sid), "{r}");
+    let mut d = server.unix();
+    d.init();
+    server.sigterm();
+    assert_eq!(server.wait_exit().code(), Some(0));
+}
+
 #[test]
 fn an_ephemeral_host_forgets_its_sessions() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -498,10 +498,24 @@ impl Driver {
         let Some(h) = self.conns.get(&conn) else {
             return;
         };
-        if h.send(bytes, frames).is_err() {
-            // Too slow to read its frames, or gone.
-            self.drop_conn(conn);
-            self.deferred.push_back(Deferred::Disconnect(conn));
+        match h.send(bytes, frames) {
+            Ok(()) => {}
+            Err(transport::SendRefused::TooSlow) => {
+                // Its queue is not written out: the writer would wait on
+                // this client for ever, holding the socket open and the
+                // queue in memory (with the reader gone, the client's own
+                // writes would block too). Both tasks end; the socket
+                // closes.
+                if let Some(h) = self.conns.remove(&conn) {
+                    h.reader.abort();
+                    h.writer.abort();
+                }
+                self.deferred.push_back(Deferred::Disconnect(conn));
+            }
+            Err(transport::SendRefused::Closed) => {
+                self.drop_conn(conn);
+                self.deferred.push_back(Deferred::Disconnect(conn));
+            }
         }
     }
 

@@ -395,4 +395,51 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     }
+
+    /// A key file that is there but cannot be read (here a directory in
+    /// its place: EISDIR) says nothing of whether the effect happened:
+    /// `unknown`, never `notStarted`, which would let recovery perform it
+    /// again (cargo-mutants: every read error taken for absence).
+    #[test]
+    fn a_key_file_that_cannot_be_read_is_unknown_not_absent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path();
+        std::fs::create_dir_all(p.join("keyed").join(key_file_name("s:a"))).expect("mkdir");
+        for mode in [EffectMode::Query, EffectMode::Perform] {
+            assert_eq!(
+                run_effect(p, "keyed", "s:a", "act", mode),
+                EffectOutcome::Unknown,
+                "{mode:?}"
+            );
+        }
+    }
+
+    /// Performs of one key racing each other (two hosts' recoveries, or a
+    /// retry overtaking a slow call): one commits, and every other reads
+    /// its result instead of reporting `notStarted` (cargo-mutants: the
+    /// lost race of the hard link taken for a failure).
+    #[test]
+    fn racing_performs_of_one_key_all_report_the_one_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let providers = std::sync::Arc::new(Providers::builtin(dir.path()));
+        for round in 0..5 {
+            let key = format!("s:race{round}");
+            let start = std::sync::Arc::new(std::sync::Barrier::new(6));
+            let calls: Vec<_> = (0..6)
+                .map(|i| {
+                    let (providers, start, key) = (providers.clone(), start.clone(), key.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        providers.run("keyed", &key, &format!("act{i}"), EffectMode::Perform)
+                    })
+                })
+                .collect();
+            for c in calls {
+                assert_eq!(c.join().expect("thread"), EffectOutcome::Committed, "{key}");
+            }
+            let stored = std::fs::read(dir.path().join("keyed").join(key_file_name(&key)))
+                .expect("the key file");
+            assert!(stored.starts_with(format!("{key}\nact").as_bytes()));
+        }
+    }
 }

@@ -347,6 +347,71 @@ fn a_client_that_never_reads_is_disconnected_and_the_host_serves_on() {
     assert_eq!(server.wait_exit().code(), Some(0));
 }
 
+/// A client that keeps reading is never taken for a slow one, however
+/// many frames it gets over its life: it keeps at most 4,096 requests
+/// unanswered, and more than twice
+/// [`msp::io::transport::WRITE_QUEUE_FRAMES`] answers in all reach it
+/// (cargo-mutants: the writer's count of frames written in one flush,
+/// `+=` -> `*=`, drifted, and a reader past the bound in all was cut).
+#[test]
+fn a_client_that_reads_everything_is_never_cut() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const ASKED: usize = 2 * msp::io::transport::WRITE_QUEUE_FRAMES + 5_000;
+    const WINDOW: usize = 4_096;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("msp.sock");
+    let (mut server, _) = start(&dir.path().join("data"), Via::Unix(sock.clone()), &[], &[]);
+    let mut c = server.unix();
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    let s = UnixStream::connect(&sock).expect("connect");
+    s.set_read_timeout(Some(common::TIMEOUT)).expect("timeout");
+    let mut w = s.try_clone().expect("clone");
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (sid2, seen) = (sid.clone(), answered.clone());
+    let writer = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        lines.extend(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"name":"reader","version":"1"}}}"#);
+        lines.extend(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"}\n");
+        for id in 1..=ASKED {
+            while id > seen.load(Ordering::Acquire) + WINDOW {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/read", "params": {"sessionId": sid2}});
+            lines.extend(serde_json::to_vec(&line).expect("json"));
+            lines.push(b'\n');
+            if id % 256 == 0 {
+                w.write_all(&lines).expect("write");
+                lines.clear();
+            }
+        }
+        w.write_all(&lines).expect("write");
+    });
+    let mut r = BufReader::new(s);
+    let mut line = Vec::new();
+    for n in 0..=ASKED {
+        line.clear();
+        let got = r
+            .read_until(b'\n', &mut line)
+            .expect("an answer within the timeout");
+        assert!(
+            got > 0 && line.ends_with(b"\n"),
+            "cut after {n} answers of {}",
+            ASKED + 1
+        );
+        let v: Value = serde_json::from_slice(&line).expect("a frame");
+        assert!(v.get("result").is_some(), "{v}");
+        answered.store(n, Ordering::Release);
+    }
+    writer.join().expect("writer");
+    server.sigterm();
+    assert_eq!(server.wait_exit().code(), Some(0));
+}
+
 #[test]
 fn an_ephemeral_host_forgets_its_sessions() {
     let dir = tempfile::tempdir().expect("tempdir");

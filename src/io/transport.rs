@@ -177,18 +177,22 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let mut w = BufWriter::new(w);
     while let Some((batch, frames)) = rx.recv().await {
         let mut ok = w.write_all(&batch).await.is_ok();
-        let mut written = frames;
+        // Each batch stops counting as unread once written (into the
+        // buffer, at worst 8 KiB ahead of the socket): counted only after
+        // the loop below, a client that reads steadily while the host
+        // keeps sending would be charged every frame since the loop began,
+        // and cut as too slow after WRITE_QUEUE_FRAMES of them.
+        queued_frames.fetch_sub(frames, Ordering::AcqRel);
         // Whatever else is queued goes out with it, in one flush.
         while ok {
             match rx.try_recv() {
                 Ok((more, n)) => {
                     ok = w.write_all(&more).await.is_ok();
-                    written += n;
+                    queued_frames.fetch_sub(n, Ordering::AcqRel);
                 }
                 Err(_) => break,
             }
         }
-        queued_frames.fetch_sub(written, Ordering::AcqRel);
         if !ok || w.flush().await.is_err() {
             let _ = events.send(ConnEvent::Closed { conn }).await;
             return;

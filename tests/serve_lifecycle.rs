@@ -10,6 +10,16 @@ use std::os::unix::process::ExitStatusExt;
 use common::{code, kind, start, v7, Via};
 use serde_json::{json, Value};
 
+/// Waits for the process and asserts it exited 0 on its own (no signal).
+fn exits_zero(server: &mut common::Server) {
+    let status = server.wait_exit();
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(0), None),
+        "{status:?}"
+    );
+}
+
 #[test]
 fn end_of_stdin_closes_every_session_then_exits_zero() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -112,12 +122,7 @@ fn sigterm_is_an_orderly_shutdown_over_tcp() {
     let closed = c.wait_for("session/closed", |f| f["method"] == "session/closed");
     assert_eq!(closed["params"]["reason"], json!("hostShutdown"));
     assert_eq!(closed["params"]["sessionId"], json!(sid));
-    let status = server.wait_exit();
-    assert_eq!(
-        (status.code(), status.signal()),
-        (Some(0), None),
-        "{status:?}"
-    );
+    exits_zero(&mut server);
 }
 
 /// Resumes that reach a stopping host do not load their session again:
@@ -165,12 +170,7 @@ fn resumes_that_reach_a_stopping_host_load_nothing_again() {
         assert_eq!(code(f), -32001, "only refusals after the close: {f}");
         assert_eq!(kind(f), "overloaded");
     }
-    let status = server.wait_exit();
-    assert_eq!(
-        (status.code(), status.signal()),
-        (Some(0), None),
-        "{status:?}"
-    );
+    exits_zero(&mut server);
 }
 
 #[test]
@@ -185,12 +185,7 @@ fn sigterm_is_an_orderly_shutdown_over_stdio_while_stdin_stays_open() {
     let closed = c.wait_for("session/closed", |f| f["method"] == "session/closed");
     assert_eq!(closed["params"]["reason"], json!("hostShutdown"));
     // The client never closes stdin: the host must not wait for it.
-    let status = server.wait_exit();
-    assert_eq!(
-        (status.code(), status.signal()),
-        (Some(0), None),
-        "{status:?}"
-    );
+    exits_zero(&mut server);
     drop(c);
 }
 

@@ -283,6 +283,33 @@ pub fn bind_unix(path: &PathBuf) -> std::io::Result<UnixListener> {
 mod tests {
     use super::*;
 
+    /// The bound counts frames exactly: up to [`WRITE_QUEUE_FRAMES`]
+    /// unwritten frames are taken, one more is refused, and a refused
+    /// batch is not counted (nothing writes here, so nothing drains).
+    #[tokio::test]
+    async fn the_bound_is_exactly_write_queue_frames_and_refusals_are_not_counted() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let handle = ConnHandle {
+            tx,
+            queued_frames: Arc::new(AtomicUsize::new(0)),
+            reader: tokio::spawn(async {}).abort_handle(),
+            writer: tokio::spawn(async {}),
+        };
+        assert_eq!(handle.send(Vec::new(), WRITE_QUEUE_FRAMES - 1), Ok(()));
+        assert_eq!(
+            handle.send(Vec::new(), 1),
+            Ok(()),
+            "the last frame of the bound"
+        );
+        for n in [1, 5] {
+            assert_eq!(handle.send(Vec::new(), n), Err(SendRefused::TooSlow));
+        }
+        assert_eq!(
+            handle.queued_frames.load(Ordering::Acquire),
+            WRITE_QUEUE_FRAMES
+        );
+    }
+
     /// A client that never reads: once [`WRITE_QUEUE_FRAMES`] frames wait
     /// for its writer, the next hand-over is refused as too slow (the driver
     /// then disconnects it), however the frames were batched. (The writer

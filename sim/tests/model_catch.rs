@@ -2280,19 +2280,24 @@ impl H {
     /// item and the records of its `item/started` and
     /// `approval/requested` (not appended yet), and their params.
     fn effect_asked(&mut self) -> (Value, Vec<Vec<u8>>, [Value; 2]) {
+        self.effect_asked_at("keyed")
+    }
+
+    /// [`H::effect_asked`] at `provider` (`keyed` or `unkeyed`).
+    fn effect_asked_at(&mut self, provider: &str) -> (Value, Vec<Vec<u8>>, [Value; 2]) {
         self.start();
-        self.turn(2, 2, "!effect keyed act-1");
+        self.turn(2, 2, &format!("!effect {provider} act-1"));
         let (t, item_id, a) = (cid(2), cid(3000), cid(3001));
         let recorded = msp_sim::model::session::iso8601(self.now());
         let tool = json!({"itemId": item_id, "kind": "toolCall", "turnId": t, "revision": 1,
-            "status": "inProgress", "recordedAt": recorded, "tool": "keyed", "args": "act-1",
+            "status": "inProgress", "recordedAt": recorded, "tool": provider, "args": "act-1",
             "approvalId": a});
         let (e1, started) = self.event("item/started", json!({"item": tool}), None);
         let (e2, asked) = self.event(
             "approval/requested",
             json!({"approvalId": a, "turnId": t, "taskId": cid(3002), "itemId": item_id,
-                "toolCallId": item_id, "toolName": "keyed", "rawArgs": "act-1",
-                "subject": {"kind": "tool", "toolName": "keyed"},
+                "toolCallId": item_id, "toolName": provider, "rawArgs": "act-1",
+                "subject": {"kind": "tool", "toolName": provider},
                 "currentRequirementId": {"approvalId": a, "sourceIndex": 0},
                 "availableChoices": [
                     {"choiceId": "approve", "label": "Approve", "decision": "approved", "scope": "once"},
@@ -2574,6 +2579,79 @@ fn effect_durability_a_keyed_effect_reported_unknown_though_nothing_was_lost() {
     // Doctored: nothing was lost, yet unknown (recovery asks a keyed
     // provider by key, PROTOCOL.md 5).
     assert_eq!(v(false, "unknown").len(), 1, "{:#?}", v(false, "unknown"));
+}
+
+/// Turn cid(2) asks approval for `!effect unkeyed act-1`; cid(4)
+/// approves it at host0's incarnation 1, durably; then, if `crash`,
+/// incarnation 1 dies (the effect never reached the provider) and
+/// incarnation 2 starts. The living incarnation performs the effect once.
+fn unkeyed_effect_after(crash: bool) -> H {
+    let mut h = H::new();
+    let (_, recs, _) = h.effect_asked_at("unkeyed");
+    let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
+    h.append(recs);
+    h.sync();
+    let requirement = json!({"approvalId": a, "sourceIndex": 0});
+    h.recv(
+        3,
+        "approval/decide",
+        json!({"commandId": d, "sessionId": S, "approvalId": a,
+               "requirementId": requirement, "choiceId": "approve"}),
+    );
+    let ack = json!({"commandId": d, "status": "accepted", "approvalId": a, "terminal": true});
+    let received = h.received(
+        &d,
+        "approval/decide",
+        json!({"sessionId": S, "approvalId": a, "requirementId": requirement,
+               "choiceId": "approve"}),
+        json!({"result": ack}),
+    );
+    let (e, _) = h.event(
+        "approval/resolved",
+        json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "approved",
+            "policyResult": "allow", "resolvedBy": "user", "stageEvidence": [],
+            "decidedByCommandId": d}),
+        Some(&d),
+    );
+    let settled = h.settled(&d);
+    h.append(vec![received, e, settled]);
+    h.sync();
+    h.answer(3, ack);
+    let inc = if crash {
+        h.host(What::HostCrash {
+            inc: 1,
+            point: None,
+        });
+        h.host_starts(2, true);
+        2
+    } else {
+        1
+    };
+    h.host(What::Effect {
+        inc,
+        provider: "unkeyed".into(),
+        key: format!("{S}:{a}"),
+        action: "act-1".into(),
+        perform: true,
+        mutated: true,
+        lost: false,
+    });
+    h
+}
+
+#[test]
+fn effect_durability_an_unkeyed_effect_issued_by_a_process_that_found_it_on_disk() {
+    // Control: the incarnation that resolved the approval performs it.
+    assert_eq!(
+        h_violations(&unkeyed_effect_after(false), "effect-durability"),
+        Vec::<String>::new()
+    );
+    // Doctored: the next incarnation found the approved call open and
+    // issued it, once (the first attempt never reached the provider, so
+    // nothing was performed twice). PROTOCOL.md 5: an unkeyed effect in
+    // flight at a crash is reported `unknown`, never re-issued.
+    let v = h_violations(&unkeyed_effect_after(true), "effect-durability");
+    assert!(v.len() == 1 && v[0].contains("found on disk"), "{v:#?}");
 }
 
 #[test]

@@ -1489,6 +1489,17 @@ impl Model {
             self.rep.check(ok, "effect-durability", &format!("perform {key}"), || {
                 format!("host{h} performed {action:?} at {provider} for {key} without a durable approval of exactly that ({ap:?})")
             });
+            if provider == "unkeyed" && durable && !from_memory {
+                // Only the process that resolved the approval may perform
+                // at an unkeyed provider: any other found the decision on
+                // disk, the effect perhaps in flight at a crash, and must
+                // report it `unknown` (PROTOCOL.md 5), whether or not the
+                // first attempt ever reached the provider.
+                let by = ap.as_ref().and_then(|a| a.resolved_by);
+                self.rep.check(by.is_none_or(|w| w == (h, inc)), "effect-durability", &format!("reissue {key}"), || {
+                    format!("host{h} (incarnation {inc}) performed {key} at the unkeyed provider, but its approval was resolved by {by:?}: an unkeyed effect found on disk is reported unknown, never re-issued")
+                });
+            }
             let t = self.effects.entry(key.to_string()).or_default();
             t.performs += 1;
             if provider == "unkeyed" {

@@ -75,6 +75,11 @@ pub struct Appr {
     pub params: Value,
     /// `None` while pending; else the resolved params.
     pub resolved: Option<Value>,
+    /// The (host, incarnation) whose log record resolved it: the only
+    /// process that may perform its effect at an unkeyed provider (any
+    /// other found the decision on disk, with the effect perhaps in flight
+    /// at a crash, and must report it `unknown`: PROTOCOL.md 5).
+    pub resolved_by: Option<(usize, u64)>,
     /// The effect it gates: (provider, action).
     pub effect: Option<(String, String)>,
 }
@@ -1448,7 +1453,7 @@ impl Sess {
                 self.item_event(rep, method, p, at_ms, origin.stopping)
             }
             "approval/requested" => self.approval_requested(rep, p),
-            "approval/resolved" => self.approval_resolved(rep, p),
+            "approval/resolved" => self.approval_resolved(rep, p, origin.writer),
             "state/updated" => self.state_updated(rep, p),
             "turn/retryScheduled" => self.retry_scheduled(rep, p, at_ms),
             other => rep.fail(
@@ -2242,12 +2247,13 @@ impl Sess {
                 item,
                 params: p.clone(),
                 resolved: None,
+                resolved_by: None,
                 effect: Some((prov, action)),
             },
         );
     }
 
-    fn approval_resolved(&mut self, rep: &mut Report, p: &Value) {
+    fn approval_resolved(&mut self, rep: &mut Report, p: &Value, writer: (usize, u64)) {
         let id = self.id.clone();
         let a = s(&p["approvalId"]);
         let Some(ap) = self.approvals.get(&a).cloned() else {
@@ -2299,6 +2305,7 @@ impl Sess {
         }
         if let Some(x) = self.approvals.get_mut(&a) {
             x.resolved = Some(p.clone());
+            x.resolved_by = Some(writer);
         }
     }
 
@@ -2741,6 +2748,7 @@ mod tests {
                         item: format!("i{a}"),
                         params: json!({"approvalId": a, "viewCursor": format!("v:s1:{n}")}),
                         resolved: None,
+                        resolved_by: None,
                         effect: None,
                     },
                 );

@@ -661,6 +661,33 @@ fn no_answer_or_event_before_its_intake_is_synced_and_syncs_are_shared() {
     assert_eq!(reason(&response(&b, 3)), "stale_revision");
 }
 
+/// A replay that arrives on another connection while the original's
+/// intake is not yet durable is answered only once it is: the replay's
+/// answer does not queue behind the original's there, so only its own
+/// gate holds it (a crash before the sync would otherwise leave an ack of
+/// a command the next host never heard of).
+#[test]
+fn a_replay_on_another_connection_waits_for_the_original_intakes_sync() {
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let c2 = h.connect();
+    init(&mut h, c2);
+    h.hold_syncs = true;
+    let params =
+        json!({"sessionId": SID, "commandId": cid(50), "expectedRevision": 0, "set": {"k": 1}});
+    let first = req(&mut h, c, 2, "state/update", params.clone());
+    let replay = req(&mut h, c2, 3, "state/update", params);
+    assert!(
+        first.is_empty() && replay.is_empty(),
+        "neither the original nor its replay is answered before the sync"
+    );
+    h.release_syncs();
+    let a = response(&h.take(c), 2)["result"].clone();
+    let b = response(&h.take(c2), 3)["result"].clone();
+    assert_eq!(a["revision"], json!(1));
+    assert_eq!(a, b, "the replay's answer is the original's");
+}
+
 #[test]
 fn crash_before_sync_loses_the_unacked_intake_and_replay_applies_it_once() {
     let (mut h, c) = check(Durability::Durable);

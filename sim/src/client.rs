@@ -38,6 +38,12 @@ pub enum Action {
     WakeAt(u64),
     /// A note for the trace.
     Note(String),
+    /// Put a line on another client's link to the same host, ready for
+    /// requests (a twin process of the app sending a command it also
+    /// sent): its answer is a replay on a connection where nothing of the
+    /// original's queues ahead of it. On the current link when no other
+    /// qualifies.
+    Twin(Vec<u8>),
 }
 
 /// Why a logical command exists.
@@ -125,6 +131,10 @@ pub struct Ctx {
     /// command ([`crate::plan::Draws::WithSoloSyncs`] and later; see
     /// [`crate::moves::respell`]).
     pub crossing: bool,
+    /// One double click in two goes out on another client's link
+    /// ([`Action::Twin`]; [`crate::plan::Draws::WithTwins`] and later; SDK
+    /// clients).
+    pub twins: bool,
 }
 
 /// An SDK-like client.
@@ -252,6 +262,17 @@ impl Client {
     /// Whether the SDK core drives this client.
     pub fn is_sdk(&self) -> bool {
         self.sdk.0.is_some()
+    }
+
+    /// The current link, if an SDK core drives this client and its
+    /// handshake on the link is done (requests sent there are served).
+    pub fn ready_link(&self) -> Option<u64> {
+        let s = self.sdk.0.as_ref()?;
+        if s.is_ready() {
+            self.link
+        } else {
+            None
+        }
     }
 
     /// Logical commands an SDK client issued so far (what its session's

@@ -39,7 +39,7 @@ use crate::workload::Scenario;
 use crate::world::{Decision, World};
 
 /// The fault verbs, for counting and printing.
-pub const FAULT_NAMES: [&str; 22] = [
+pub const FAULT_NAMES: [&str; 23] = [
     "drop",
     "dup",
     "delay",
@@ -62,6 +62,7 @@ pub const FAULT_NAMES: [&str; 22] = [
     "slow-io",
     "late-timer",
     "failure-deferred",
+    "twin",
 ];
 
 /// The latest a `late-timer` fires after its deadline (ms); the model's

@@ -115,13 +115,19 @@ pub enum Draws {
     /// it has carried out every output it had queued (the session's later
     /// appends and syncs skipped meanwhile, as `io::storage` skips them).
     /// No draw is added to the fault mix; one decision per failed append.
-    #[default]
     WithDeferredFailures,
+    /// Version 14: one double click in two of an SDK client goes out on
+    /// another client's link to the same host (a twin process of the app
+    /// sending the same command), so the copy is a replay on a connection
+    /// whose answers do not queue behind the original's. No draw is added
+    /// (the client's serial picks).
+    #[default]
+    WithTwins,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithDeferredFailures;
+    pub const CURRENT: Draws = Draws::WithTwins;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -139,6 +145,7 @@ impl Draws {
             Draws::WithSlowIo => 11,
             Draws::WithLateTimers => 12,
             Draws::WithDeferredFailures => 13,
+            Draws::WithTwins => 14,
         }
     }
 
@@ -158,6 +165,7 @@ impl Draws {
             11 => Some(Draws::WithSlowIo),
             12 => Some(Draws::WithLateTimers),
             13 => Some(Draws::WithDeferredFailures),
+            14 => Some(Draws::WithTwins),
             _ => None,
         }
     }

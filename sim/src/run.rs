@@ -304,6 +304,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
             escapes: false,
             upper_ids: false,
             crossing: false,
+            twins: false,
         },
     };
     // A panic of the host (or of the simulator) ends the run as a failure
@@ -694,6 +695,7 @@ impl Sim {
         c.escapes = self.draws >= Draws::WithEscapes;
         c.upper_ids = self.draws >= Draws::WithUpperIds;
         c.crossing = self.draws >= Draws::WithSoloSyncs;
+        c.twins = self.draws >= Draws::WithTwins;
     }
 
     // ----- clients ---------------------------------------------------------
@@ -731,6 +733,20 @@ impl Sim {
                         self.send_to_host(l, line);
                     }
                 }
+                Action::Twin(line) => {
+                    let Some(own) = self.clients[c].link else {
+                        continue;
+                    };
+                    let to = self.twin_link(c, own).unwrap_or(own);
+                    if to != own {
+                        self.count("twin");
+                        self.note(
+                            Actor::Client(c),
+                            What::Note(format!("twin: link {own} -> {to}")),
+                        );
+                    }
+                    self.send_to_host(to, line);
+                }
                 Action::Close => {
                     if let Some(l) = self.client_link_of(c) {
                         self.client_closes(l);
@@ -739,6 +755,23 @@ impl Sim {
                 Action::Connect(h) => self.connect(c, h),
             }
         }
+    }
+
+    /// The link a twin of client `c` (on link `own`) sends on: the first
+    /// other client's link, in client order, to the same host incarnation,
+    /// open both ways and past its handshake.
+    fn twin_link(&self, c: usize, own: u64) -> Option<u64> {
+        let (host, inc) = self.links.get(&own).map(|l| (l.host, l.inc))?;
+        self.clients
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != c)
+            .filter_map(|(_, other)| other.ready_link())
+            .find(|l| {
+                self.links
+                    .get(l)
+                    .is_some_and(|x| x.host == host && x.inc == inc && x.client_open && x.host_open)
+            })
     }
 
     fn client_link_of(&self, c: usize) -> Option<u64> {

@@ -131,6 +131,8 @@ pub struct SdkClient {
     upper_ids: bool,
     /// [`Ctx::crossing`] of the step in progress.
     crossing: bool,
+    /// [`Ctx::twins`] of the step in progress.
+    twins: bool,
     /// Observing reads sent: of each four, one asks metadata only
     /// (`excludeItems`), one a `view/page`, two the whole view (which
     /// one is the count's, with no draw of its own).
@@ -438,6 +440,7 @@ impl SdkClient {
             fresh: 0,
             upper_ids: false,
             crossing: false,
+            twins: false,
             observed: 0,
             issued: 0,
             thinned: BTreeMap::new(),
@@ -631,8 +634,11 @@ impl SdkClient {
                 match o {
                     msp::client::Output::Send(bytes) => {
                         for line in bytes.split_inclusive(|b| *b == b'\n') {
-                            self.sent(c, line);
+                            let twin = self.sent(c, line);
                             out.push(Action::Send(line.to_vec()));
+                            if let Some(t) = twin {
+                                out.push(Action::Twin(t));
+                            }
                         }
                     }
                     msp::client::Output::CloseLink => {
@@ -653,23 +659,23 @@ impl SdkClient {
     }
 
     /// A line the core put on the link: counts the command's sends, and
-    /// doubles the first send of a double click.
-    fn sent(&mut self, c: &mut Client, line: &[u8]) {
+    /// doubles the first send of a double click. The copy goes on the link
+    /// through the core, or, with `twins`, one time in two is returned to
+    /// go out on another client's link ([`Action::Twin`]).
+    fn sent(&mut self, c: &mut Client, line: &[u8]) -> Option<Vec<u8>> {
         // Only three members are read (the whole line is parsed only for
         // a double click): a tree of every line sent cost a few percent
         // of a run. And only lines that can carry a `commandId` are read
         // at all: half the lines sent (reads, the handshake) cannot.
         if !may_name_command_id(line) {
-            return;
+            return None;
         }
         let Ok(l) = serde_json::from_slice::<SentLine<'_>>(line) else {
-            return;
+            return None;
         };
-        let Some(cid) = l.params.and_then(|p| p.command_id) else {
-            return;
-        };
+        let cid = l.params.and_then(|p| p.command_id)?;
         if l.id.is_none_or(|id| id.get().parse::<u64>().is_err()) {
-            return;
+            return None;
         }
         let cid: &str = &cid;
         let method: &str = l.method.as_deref().unwrap_or_default();
@@ -708,8 +714,18 @@ impl SdkClient {
             let mut l = Vec::with_capacity(line.len() + 64);
             spell(&mut l, &dup, spelling);
             l.push(b'\n');
+            // The twin takes the odd copies (no draw: the serial picks).
+            if self.twins && n % 2 == 1 {
+                return Some(l);
+            }
             self.core.send_raw_line_for_tests(l);
         }
+        None
+    }
+
+    /// The core's handshake on its link is done.
+    pub fn is_ready(&self) -> bool {
+        self.core.is_ready()
     }
 
     fn drain_completions(&mut self, c: &mut Client, out: &mut Vec<Action>) -> bool {
@@ -1015,6 +1031,7 @@ impl SdkClient {
         let now = w.now_ms;
         self.upper_ids = ctx.upper_ids;
         self.crossing = ctx.crossing;
+        self.twins = ctx.twins;
         if c.link.is_none() {
             if ctx.live_hosts.is_empty() {
                 return;

@@ -52,12 +52,13 @@ fn a_choice_that_is_edited_changes_the_run_from_there_on_only() {
     let c = cfg(Scenario::CrashStorm, 3);
     let a = run(&c);
     let mut values = choice::values(&a.choices);
-    // Flip the last decision that injected something.
+    // Flip the last crash the run injected (a decision that always shows:
+    // a late delay can draw the latency the undelayed line would have).
     let i = a
         .choices
         .iter()
-        .rposition(|x| x.options == 2 && x.value == 1)
-        .expect("a crash-storm run injects faults");
+        .rposition(|x| x.kind == Decision::Crash && x.options == 2 && x.value == 1)
+        .expect("a crash-storm run crashes");
     values[i] = 0;
     let b = run_with(&c, &Plan::recorded(values), None);
     assert_eq!(&b.choices[..i], &a.choices[..i], "the prefix is kept");

@@ -676,6 +676,79 @@ fn forget_ends_the_wait_and_stops_resending() {
 }
 
 #[test]
+fn a_forgotten_command_says_whether_it_ever_went_out() {
+    let message = |s: &Script, h| match s.outcome(h) {
+        Some(CommandOutcome::Error(e)) if e.kind == ErrorKind::Forgotten => e.message.clone(),
+        other => panic!("not forgotten: {other:?}"),
+    };
+    // No link yet: never sent.
+    let mut s = Script::new();
+    let (h, _) = s.submit(CommandSpec::SessionStart {
+        session_id: None,
+        workspace_root: None,
+    });
+    s.core.forget(h);
+    s.drain();
+    assert!(message(&s, h).contains("never sent"), "{}", message(&s, h));
+    // Sent once: it may have taken effect.
+    let mut s = Script::new();
+    s.link("durable");
+    let (h, _) = s.submit(CommandSpec::SessionStart {
+        session_id: None,
+        workspace_root: None,
+    });
+    assert_eq!(s.count("session/start"), 1);
+    s.core.forget(h);
+    s.drain();
+    assert!(
+        message(&s, h).contains("may have taken effect"),
+        "{}",
+        message(&s, h)
+    );
+}
+
+#[test]
+fn the_next_timeout_is_the_handshakes_then_the_requests() {
+    let mut s = Script::new();
+    let handshake = ClientConfig::default().handshake_timeout_ms;
+    s.core.handle_connected(s.now);
+    s.drain();
+    assert_eq!(s.core.poll_timeout(), Some(T0 + handshake));
+    s.now += 10;
+    let init = s.request("initialize");
+    s.answer(
+        &init,
+        json!({"sessionDurability": "durable", "serverInfo": {"name": "t", "version": "0"}}),
+    );
+    assert_eq!(s.core.poll_timeout(), None, "nothing outstanding");
+    s.submit(CommandSpec::SessionStart {
+        session_id: None,
+        workspace_root: None,
+    });
+    assert_eq!(s.core.poll_timeout(), Some(T0 + 10 + 3_000));
+}
+
+#[test]
+fn a_refused_submission_says_why() {
+    let id = CommandId::parse("0198f0aa-1111-7000-8000-0000000000ab").expect("id");
+    let texts = [
+        SubmitError::Invalid(crate::proto::error::RpcError::invalid_params(
+            "limit",
+            "too large",
+        ))
+        .to_string(),
+        SubmitError::PayloadMismatch(id.clone()).to_string(),
+        SubmitError::TooManyPending.to_string(),
+    ];
+    assert!(
+        texts[0].contains("invalid") && texts[0].contains("too large"),
+        "{texts:?}"
+    );
+    assert!(texts[1].contains(id.as_str()), "{texts:?}");
+    assert!(texts[2].contains("outstanding"), "{texts:?}");
+}
+
+#[test]
 fn too_many_outstanding_requests_are_refused_not_queued() {
     let mut s = Script::new();
     s.core = ClientCore::new(

@@ -119,8 +119,10 @@ pub enum Draws {
     /// Version 14: one double click in two of an SDK client goes out on
     /// another client's link to the same host (a twin process of the app
     /// sending the same command), so the copy is a replay on a connection
-    /// whose answers do not queue behind the original's. No draw is added
-    /// (the client's serial picks).
+    /// whose answers do not queue behind the original's (no draw: the
+    /// client's serial picks). And an SDK conflict probe that may cross
+    /// (see [`Draws::WithSoloSyncs`]) draws whether it aims at a
+    /// carrier-less row, when one was answered.
     #[default]
     WithTwins,
 }

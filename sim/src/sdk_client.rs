@@ -1469,6 +1469,23 @@ impl SdkClient {
         if candidates.is_empty() {
             return;
         }
+        // From draws version 14 a probe that may cross aims at a
+        // carrier-less row one time in four when there is one: they are
+        // few among the answered commands, and the rule a crossing probe
+        // tests (a durable command reusing such an id is a conflict, from
+        // the host's lifetime ledger) was met in few seeds.
+        let carrierless = |i: &usize| {
+            crate::model::wire::CARRIERLESS_METHODS.contains(&c.cmds[*i].method.as_str())
+        };
+        let candidates = if self.twins
+            && self.crossing
+            && candidates.iter().any(carrierless)
+            && w.chance(Decision::Client, 250)
+        {
+            candidates.into_iter().filter(carrierless).collect()
+        } else {
+            candidates
+        };
         let orig = candidates[w.decide(Decision::Client, candidates.len() as u64) as usize];
         self.counter += 1;
         let n = self.counter;

@@ -729,6 +729,60 @@ fn the_next_timeout_is_the_handshakes_then_the_requests() {
 }
 
 #[test]
+fn a_followed_session_is_resumed_from_the_given_cursor() {
+    let mut s = Script::new();
+    s.link("durable");
+    s.core.follow(s.now, sid(), Some(format!("v:{SID}:7")));
+    s.drain();
+    let resume = s.request("session/resume");
+    assert_eq!(resume["params"]["sessionId"], json!(SID));
+    assert_eq!(resume["params"]["cursor"], json!(format!("v:{SID}:7")));
+}
+
+#[test]
+fn an_answer_completes_its_command_whatever_was_answered_before_it() {
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    let (a, _) = s.submit(turn_start("a"));
+    let (b, _) = s.submit(CommandSpec::StateUpdate {
+        session_id: sid(),
+        expected_revision: 0,
+        set: json!({"k": 1}).as_object().cloned().expect("an object"),
+    });
+    let (ra, rb) = (s.request("turn/start"), s.request("state/update"));
+    s.answer(&ra, json!({"status": "accepted", "turnId": "t"}));
+    assert!(matches!(s.outcome(a), Some(CommandOutcome::Accepted(_))));
+    // The other request is still in flight: its answer completes it at
+    // once, without a re-send.
+    s.answer(&rb, json!({"status": "accepted", "revision": 1}));
+    assert!(matches!(s.outcome(b), Some(CommandOutcome::Accepted(_))));
+    assert_eq!(s.count("state/update"), 1);
+}
+
+#[test]
+fn retry_delays_double_from_the_minimum_with_the_upper_half_random() {
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    s.submit(turn_start("x"));
+    let cfg = ClientConfig::default();
+    for attempt in 1..=7u32 {
+        let req = s.request("turn/start");
+        s.fail(&req, -32001, json!({"kind": "overloaded"}));
+        let exp = (cfg.retry_backoff_min_ms << attempt).min(cfg.retry_backoff_max_ms);
+        let delay = s.core.poll_timeout().expect("a retry is due") - s.now;
+        assert!(
+            (exp / 2..=exp).contains(&delay),
+            "attempt {attempt}: {delay} ms, not in {}..={exp}",
+            exp / 2
+        );
+        s.advance(delay);
+        assert_eq!(s.count("turn/start"), attempt as usize + 1);
+    }
+}
+
+#[test]
 fn a_refused_submission_says_why() {
     let id = CommandId::parse("0198f0aa-1111-7000-8000-0000000000ab").expect("id");
     let texts = [
@@ -887,6 +941,42 @@ fn a_command_for_an_unknown_durable_session_ends_session_not_found() {
         }))
     ));
     assert_eq!(s.count("turn/start"), 0);
+}
+
+#[test]
+fn a_lost_session_ends_its_own_commands_only() {
+    let other = SessionId::parse("0198f0aa-1111-7000-8000-0000000000cc").expect("sid");
+    let mut s = Script::new();
+    s.link("durable");
+    let (mine, _) = s.submit(turn_start("x"));
+    let (theirs, _) = s.submit(CommandSpec::TurnStart {
+        session_id: other.clone(),
+        text: "y".into(),
+        if_busy: None,
+    });
+    let resume = s
+        .sent
+        .iter()
+        .find(|f| f["method"] == "session/resume" && f["params"]["sessionId"] == json!(SID))
+        .cloned()
+        .expect("a reload of the first session");
+    assert!(s
+        .sent
+        .iter()
+        .any(|f| f["method"] == "session/resume"
+            && f["params"]["sessionId"] == json!(other.as_str())));
+    s.fail(&resume, -32020, json!({"kind": "sessionNotFound"}));
+    assert!(matches!(
+        s.outcome(mine),
+        Some(CommandOutcome::Error(ErrorInfo {
+            kind: ErrorKind::SessionNotFound,
+            ..
+        }))
+    ));
+    assert!(
+        s.outcome(theirs).is_none(),
+        "the other session's command waits for its own reload"
+    );
 }
 
 #[test]

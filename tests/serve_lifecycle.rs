@@ -442,3 +442,58 @@ fn an_ephemeral_host_forgets_its_sessions() {
     );
     assert_eq!(code(&r), -32020, "another host answers sessionNotFound");
 }
+
+/// A shutdown that cannot complete gives up after its grace period and
+/// exits 1, saying so: here an effect is stuck at its provider (the
+/// unkeyed provider's log is a FIFO nobody reads, so opening it blocks),
+/// and the host waits for every effect in flight before it exits.
+#[test]
+fn a_shutdown_stuck_on_an_effect_gives_up_after_its_grace_and_exits_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let providers = dir.path().join("providers");
+    std::fs::create_dir_all(&providers).expect("providers dir");
+    let made = std::process::Command::new("mkfifo")
+        .arg(providers.join("unkeyed.log"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo: {made:?}");
+    let (mut server, c) = start(
+        dir.path(),
+        Via::Stdio,
+        &[],
+        &[("MSP_SHUTDOWN_GRACE_MS", "1500")],
+    );
+    let mut c = c.expect("stdio client");
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    let turn = c.request("turn/start", json!({"commandId": v7(), "sessionId": sid, "input": [{"type": "text", "text": "!effect unkeyed act-1"}]}));
+    assert_eq!(turn["result"]["disposition"], json!("started"), "{turn}");
+    let req = c.wait_for("approval/request", |f| {
+        f["method"] == "approval/request" && f.get("id").is_some()
+    });
+    let aid = req["params"]["approvalId"]
+        .as_str()
+        .expect("approvalId")
+        .to_string();
+    let ok = c.request(
+        "approval/decide",
+        json!({"commandId": v7(), "sessionId": sid, "approvalId": aid,
+               "requirementId": {"approvalId": aid, "sourceIndex": 0}, "choiceId": "approve"}),
+    );
+    assert_eq!(ok["result"]["status"], json!("accepted"), "{ok}");
+    // The approved effect went to its provider once the decision was
+    // durable, and blocks there.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let began = std::time::Instant::now();
+    c.close_input();
+    let status = server.wait_exit();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert!(
+        began.elapsed() >= std::time::Duration::from_millis(1_500),
+        "gave up after {:?}, before its grace",
+        began.elapsed()
+    );
+    let said = server.stderr_line_with("shutdown did not complete");
+    assert!(said.contains("1500 ms"), "{said}");
+}

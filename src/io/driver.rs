@@ -271,7 +271,7 @@ pub async fn run_with_providers(
                 d.host.handle_timeout(wall_ms());
             }
             _ = tokio::time::sleep_until(give_up_at.unwrap_or_else(tokio::time::Instant::now)), if give_up_at.is_some() => {
-                eprintln!("msp serve: shutdown did not complete within {SHUTDOWN_GRACE_MS} ms");
+                eprintln!("msp serve: shutdown did not complete within {} ms", shutdown_grace_ms());
                 code = 1;
                 break;
             }
@@ -352,9 +352,19 @@ fn open_storage(cfg: &HostConfig, layout: super::storage::Layout) -> Result<Stor
     ))
 }
 
-/// When a shutdown beginning now gives up: [`SHUTDOWN_GRACE_MS`] later.
+/// When a shutdown beginning now gives up: [`shutdown_grace_ms`] later.
 fn grace_deadline() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_GRACE_MS)
+    tokio::time::Instant::now() + Duration::from_millis(shutdown_grace_ms())
+}
+
+/// The grace period of a shutdown: [`SHUTDOWN_GRACE_MS`], or
+/// `MSP_SHUTDOWN_GRACE_MS` when set (a test hook, so that a test of a
+/// shutdown that never completes does not wait half a minute).
+fn shutdown_grace_ms() -> u64 {
+    std::env::var("MSP_SHUTDOWN_GRACE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SHUTDOWN_GRACE_MS)
 }
 
 impl Driver {

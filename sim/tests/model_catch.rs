@@ -2309,6 +2309,46 @@ impl H {
     }
 }
 
+impl H {
+    /// [`H::effect_asked_at`] `provider`, its records durable; then cid(4)
+    /// approves it on link 3 (`received`, `approval/resolved` and
+    /// `settled` appended and synced, the ack sent). The tool call item as
+    /// asked, and the approval id.
+    fn effect_approved(&mut self, provider: &str) -> (Value, String) {
+        let (tool, recs, _) = self.effect_asked_at(provider);
+        let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
+        self.append(recs);
+        self.sync();
+        let requirement = json!({"approvalId": a, "sourceIndex": 0});
+        self.recv(
+            3,
+            "approval/decide",
+            json!({"commandId": d, "sessionId": S, "approvalId": a,
+                   "requirementId": requirement, "choiceId": "approve"}),
+        );
+        let ack = json!({"commandId": d, "status": "accepted", "approvalId": a, "terminal": true});
+        let received = self.received(
+            &d,
+            "approval/decide",
+            json!({"sessionId": S, "approvalId": a, "requirementId": requirement,
+                   "choiceId": "approve"}),
+            json!({"result": ack}),
+        );
+        let (e, _) = self.event(
+            "approval/resolved",
+            json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "approved",
+                "policyResult": "allow", "resolvedBy": "user", "stageEvidence": [],
+                "decidedByCommandId": d}),
+            Some(&d),
+        );
+        let settled = self.settled(&d);
+        self.append(vec![received, e, settled]);
+        self.sync();
+        self.answer(3, ack);
+        (tool, a)
+    }
+}
+
 /// Turn cid(2) asks an approval for its effect; the host aborts it with
 /// the turn (an interrupt, say), completing the tool call `notStarted`
 /// unless `complete_tool` is false, then ends the turn `cancelled`.
@@ -2513,36 +2553,7 @@ fn turn_lifecycle_a_task_cancelled_that_no_stop_named() {
 /// (`""`: it never does).
 fn keyed_effect(lost: bool, outcome: &str) -> H {
     let mut h = H::new();
-    let (tool, recs, _) = h.effect_asked();
-    let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
-    h.append(recs);
-    h.sync();
-    let requirement = json!({"approvalId": a, "sourceIndex": 0});
-    h.recv(
-        3,
-        "approval/decide",
-        json!({"commandId": d, "sessionId": S, "approvalId": a,
-               "requirementId": requirement, "choiceId": "approve"}),
-    );
-    let ack = json!({"commandId": d, "status": "accepted", "approvalId": a, "terminal": true});
-    let received = h.received(
-        &d,
-        "approval/decide",
-        json!({"sessionId": S, "approvalId": a, "requirementId": requirement,
-               "choiceId": "approve"}),
-        json!({"result": ack}),
-    );
-    let (e, _) = h.event(
-        "approval/resolved",
-        json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "approved",
-            "policyResult": "allow", "resolvedBy": "user", "stageEvidence": [],
-            "decidedByCommandId": d}),
-        Some(&d),
-    );
-    let settled = h.settled(&d);
-    h.append(vec![received, e, settled]);
-    h.sync();
-    h.answer(3, ack);
+    let (tool, a) = h.effect_approved("keyed");
     h.host(What::Effect {
         inc: 1,
         provider: "keyed".into(),
@@ -2587,36 +2598,7 @@ fn effect_durability_a_keyed_effect_reported_unknown_though_nothing_was_lost() {
 /// incarnation 2 starts. The living incarnation performs the effect once.
 fn unkeyed_effect_after(crash: bool) -> H {
     let mut h = H::new();
-    let (_, recs, _) = h.effect_asked_at("unkeyed");
-    let (t, item_id, a, d) = (cid(2), cid(3000), cid(3001), cid(4));
-    h.append(recs);
-    h.sync();
-    let requirement = json!({"approvalId": a, "sourceIndex": 0});
-    h.recv(
-        3,
-        "approval/decide",
-        json!({"commandId": d, "sessionId": S, "approvalId": a,
-               "requirementId": requirement, "choiceId": "approve"}),
-    );
-    let ack = json!({"commandId": d, "status": "accepted", "approvalId": a, "terminal": true});
-    let received = h.received(
-        &d,
-        "approval/decide",
-        json!({"sessionId": S, "approvalId": a, "requirementId": requirement,
-               "choiceId": "approve"}),
-        json!({"result": ack}),
-    );
-    let (e, _) = h.event(
-        "approval/resolved",
-        json!({"approvalId": a, "itemId": item_id, "turnId": t, "decision": "approved",
-            "policyResult": "allow", "resolvedBy": "user", "stageEvidence": [],
-            "decidedByCommandId": d}),
-        Some(&d),
-    );
-    let settled = h.settled(&d);
-    h.append(vec![received, e, settled]);
-    h.sync();
-    h.answer(3, ack);
+    let (_, a) = h.effect_approved("unkeyed");
     let inc = if crash {
         h.host(What::HostCrash {
             inc: 1,

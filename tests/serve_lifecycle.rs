@@ -251,6 +251,26 @@ fn many_concurrent_tcp_clients_all_get_acks() {
     );
 }
 
+/// A host on a Unix socket in a fresh directory, a client past its
+/// handshake, and a session that client started: (the directory, the
+/// socket's path, the host, the client, the session id).
+fn unix_host_with_session() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    common::Server,
+    common::Client,
+    String,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("msp.sock");
+    let (server, _) = start(&dir.path().join("data"), Via::Unix(sock.clone()), &[], &[]);
+    let mut c = server.unix();
+    c.init();
+    let sid = v7();
+    c.start_session(&sid);
+    (dir, sock, server, c, sid)
+}
+
 #[test]
 fn unix_socket_transport_serves_and_removes_its_socket() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -284,13 +304,7 @@ fn a_client_that_never_reads_is_disconnected_and_the_host_serves_on() {
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
     const ASKED: usize = msp::io::transport::WRITE_QUEUE_FRAMES + 8_000;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sock = dir.path().join("msp.sock");
-    let (mut server, _) = start(&dir.path().join("data"), Via::Unix(sock.clone()), &[], &[]);
-    let mut c = server.unix();
-    c.init();
-    let sid = v7();
-    c.start_session(&sid);
+    let (_dir, sock, mut server, mut c, sid) = unix_host_with_session();
     let mut slow = UnixStream::connect(&sock).expect("connect");
     let mut lines = Vec::new();
     lines.extend(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"name":"slow","version":"1"}}}"#);
@@ -356,13 +370,7 @@ fn a_client_that_reads_everything_is_never_cut() {
     use std::sync::Arc;
     const ASKED: usize = 2 * msp::io::transport::WRITE_QUEUE_FRAMES + 5_000;
     const WINDOW: usize = 4_096;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sock = dir.path().join("msp.sock");
-    let (mut server, _) = start(&dir.path().join("data"), Via::Unix(sock.clone()), &[], &[]);
-    let mut c = server.unix();
-    c.init();
-    let sid = v7();
-    c.start_session(&sid);
+    let (_dir, sock, mut server, _c, sid) = unix_host_with_session();
     let s = UnixStream::connect(&sock).expect("connect");
     s.set_read_timeout(Some(common::TIMEOUT)).expect("timeout");
     let mut w = s.try_clone().expect("clone");

@@ -1650,6 +1650,76 @@ fn turn_lifecycle_an_ephemeral_turn_whose_events_no_answer_ever_admits() {
     caught(&h, "turn-lifecycle");
 }
 
+/// Client 0's `state/update` cid(3) (revision 0 -> 1) accepted on link 1;
+/// its `state/updated` goes to both links when `event_sent`, else link 1
+/// is cut before it leaves (nobody sees it). Then client 1 sends
+/// `state/update` cid(4) expecting revision `expected` on link 2, and the
+/// host answers `answer`.
+fn ephemeral_update_then_another(event_sent: bool, expected: u64, answer: Value) -> H {
+    let mut h = ephemeral_two_links();
+    let set = json!({"a": 1});
+    h.recv_on(
+        1,
+        2,
+        "state/update",
+        json!({"commandId": cid(3), "sessionId": S, "expectedRevision": 0, "set": set}),
+    );
+    let ack = json!({"commandId": cid(3), "status": "accepted", "revision": 1});
+    h.send_on(1, json!({"jsonrpc": "2.0", "id": 2, "result": ack}));
+    if event_sent {
+        let p = json!({"commandId": cid(3), "revision": 1, "sessionId": S, "set": set,
+            "viewCursor": cursor(1),
+            "sourceRange": {"stream": {"kind": "session", "id": S},
+                "first": {"id": cid(2000), "sequence": 1}, "last": {"id": cid(2000), "sequence": 1}}});
+        let frame = json!({"jsonrpc": "2.0", "method": "state/updated", "params": p, "emittedAtMs": h.now()});
+        h.send_on(1, frame.clone());
+        h.send_on(2, frame);
+    } else {
+        h.push(
+            Actor::Net,
+            What::LinkClosed {
+                link: 1,
+                why: "cut",
+            },
+        );
+    }
+    h.recv_on(
+        2,
+        2,
+        "state/update",
+        json!({"commandId": cid(4), "sessionId": S, "expectedRevision": expected, "set": {"b": 2}}),
+    );
+    h.send_on(2, answer);
+    h
+}
+
+#[test]
+fn admission_decision_an_ephemeral_session_whose_accepted_event_nobody_saw() {
+    let stale = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32030,
+        "message": format!("state/update command {} rejected: stale_revision", cid(4)),
+        "data": {"kind": "commandRejected", "commandId": cid(4), "reason": "stale_revision",
+                 "currentRevision": 1}}});
+    // Control: the first update's event never left (its link was cut
+    // right after the ack), so the model's view of the session lags the
+    // host's: a second update expecting revision 0 is rightly stale.
+    clean(&ephemeral_update_then_another(false, 0, stale.clone()));
+    // Once the event was seen the model judges again: the same answer to
+    // an update expecting the current revision (1) is wrong ...
+    let mut wrong = stale;
+    wrong["error"]["data"]["currentRevision"] = json!(1);
+    caught(
+        &ephemeral_update_then_another(true, 1, wrong),
+        "admission-decision",
+    );
+    // ... and so is an acceptance of one expecting the old revision.
+    let accepted = json!({"jsonrpc": "2.0", "id": 2, "result":
+        {"commandId": cid(4), "status": "accepted", "revision": 2}});
+    caught(
+        &ephemeral_update_then_another(true, 0, accepted),
+        "admission-decision",
+    );
+}
+
 #[test]
 fn admission_decision_a_minted_session_id_conflict_only_when_that_session_exists() {
     // A start without a session id was answered S at an ephemeral host

@@ -2629,6 +2629,8 @@ impl Model {
                     let sig = req.sig.clone().unwrap_or_default();
                     self.eph_answers.insert(ek, (sig, outcome.clone()));
                     let eph_sid = sid.clone();
+                    // Before this command's own effect is owed.
+                    let lagged = self.sessions.get(&sid).is_some_and(|s| s.lags());
                     self.eph_owner.entry(eph_sid.clone()).or_insert((h, inc));
                     let sess = self
                         .sessions
@@ -2651,7 +2653,7 @@ impl Model {
                         decided,
                     );
                     let window = self.adm_window(h, inc, &k, &req);
-                    let blind = self.sessions.get(&sid).is_some_and(|s| s.blind);
+                    let blind = lagged || self.sessions.get(&sid).is_some_and(|s| s.blind);
                     let ok = blind
                         || window.is_empty()
                         || window.iter().any(|e| expected_matches(e, &cid, &outcome));

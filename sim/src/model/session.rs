@@ -474,6 +474,27 @@ impl Sess {
         self.item_at.get(id).map(|i| &self.items[*i])
     }
 
+    /// Ephemeral: an accepted command's event has not been seen yet, one
+    /// its host emits with the answer (not a queued turn's launch). The
+    /// model knows an ephemeral session only by the events its host sent:
+    /// when the link that was to carry that event closed before it left,
+    /// nobody saw it, and the model's state lags the host's (a later
+    /// `state/update` judged against the revision before). While it lags,
+    /// its admissions are not judged, as a [`Sess::blind`] session's.
+    pub fn lags(&self) -> bool {
+        self.owing.iter().any(|k| {
+            let i = &self.ledger[k];
+            match &i.owed {
+                Some(Owed::Launch(_)) => i
+                    .answer
+                    .as_ref()
+                    .is_ok_and(|r| r["disposition"] != "queued"),
+                Some(_) => true,
+                None => false,
+            }
+        })
+    }
+
     /// Adds (or replaces) the intake under key `k`, keeping the indexes of
     /// the unsettled and the owing intakes.
     fn put_intake(&mut self, k: String, i: Intake) {

@@ -135,6 +135,10 @@ pub struct Ctx {
     /// ([`Action::Twin`]; [`crate::plan::Draws::WithTwins`] and later; SDK
     /// clients).
     pub twins: bool,
+    /// Pending approvals are decided promptly, and one approved may be
+    /// chased by an interrupt ([`crate::plan::Draws::WithPromptApprovals`]
+    /// and later; SDK clients).
+    pub prompt_approvals: bool,
 }
 
 /// An SDK-like client.

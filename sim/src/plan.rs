@@ -123,13 +123,22 @@ pub enum Draws {
     /// client's serial picks). And an SDK conflict probe that may cross
     /// (see [`Draws::WithSoloSyncs`]) draws whether it aims at a
     /// carrier-less row, when one was answered.
-    #[default]
     WithTwins,
+    /// Version 15: an SDK client that knows a pending approval draws, at
+    /// each pick, whether it decides it at once (one time in two), and
+    /// after approving, whether an interrupt of the turn goes out right
+    /// behind the decision (three times in ten): the turn may then end
+    /// while the tool call's effect is in flight, or its lost answer
+    /// awaited. Such a chase draws whether the client's next pick is a
+    /// pause (one time in two), which leaves the session idle but for that
+    /// wait (it must stay loaded).
+    #[default]
+    WithPromptApprovals,
 }
 
 impl Draws {
     /// The one this build records.
-    pub const CURRENT: Draws = Draws::WithTwins;
+    pub const CURRENT: Draws = Draws::WithPromptApprovals;
 
     /// The number a run file writes.
     pub fn version(self) -> u64 {
@@ -148,6 +157,7 @@ impl Draws {
             Draws::WithLateTimers => 12,
             Draws::WithDeferredFailures => 13,
             Draws::WithTwins => 14,
+            Draws::WithPromptApprovals => 15,
         }
     }
 
@@ -168,6 +178,7 @@ impl Draws {
             12 => Some(Draws::WithLateTimers),
             13 => Some(Draws::WithDeferredFailures),
             14 => Some(Draws::WithTwins),
+            15 => Some(Draws::WithPromptApprovals),
             _ => None,
         }
     }

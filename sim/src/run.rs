@@ -305,6 +305,7 @@ pub fn run_with(cfg: &RunConfig, plan: &Plan, probe: Option<Probe<'_>>) -> RunRe
             upper_ids: false,
             crossing: false,
             twins: false,
+            prompt_approvals: false,
         },
     };
     // A panic of the host (or of the simulator) ends the run as a failure
@@ -696,6 +697,7 @@ impl Sim {
         c.upper_ids = self.draws >= Draws::WithUpperIds;
         c.crossing = self.draws >= Draws::WithSoloSyncs;
         c.twins = self.draws >= Draws::WithTwins;
+        c.prompt_approvals = self.draws >= Draws::WithPromptApprovals;
     }
 
     // ----- clients ---------------------------------------------------------

@@ -506,7 +506,7 @@ mod tests {
     fn a_file_without_a_draws_version_replays_with_the_draws_before_stalls() {
         let f = sample();
         assert_eq!(f.draws, Draws::CURRENT);
-        assert_eq!(f.to_json()["drawsVersion"], json!(14));
+        assert_eq!(f.to_json()["drawsVersion"], json!(15));
         let mut v = f.to_json();
         v.as_object_mut().unwrap().remove("drawsVersion");
         v["faultMix"].as_object_mut().unwrap().remove("stall");
@@ -524,9 +524,9 @@ mod tests {
         assert_eq!(old.to_json()["drawsVersion"], json!(1));
         assert_eq!(RunFile::from_json(&old.to_json()), Ok(old));
         let mut v = f.to_json();
-        v["drawsVersion"] = json!(15);
+        v["drawsVersion"] = json!(16);
         let e = RunFile::from_json(&v).unwrap_err();
-        assert!(e.contains("\"drawsVersion\" 15"), "{e}");
+        assert!(e.contains("\"drawsVersion\" 16"), "{e}");
     }
 
     #[test]

@@ -133,6 +133,12 @@ pub struct SdkClient {
     crossing: bool,
     /// [`Ctx::twins`] of the step in progress.
     twins: bool,
+    /// [`Ctx::prompt_approvals`] of the step in progress.
+    prompt_approvals: bool,
+    /// The next pick pauses (leaves the session until its host unloads
+    /// it idle): drawn behind an approval chased by an interrupt (draws
+    /// version 15), whose effect's answer may still be awaited.
+    pause_next: bool,
     /// Observing reads sent: of each four, one asks metadata only
     /// (`excludeItems`), one a `view/page`, two the whole view (which
     /// one is the count's, with no draw of its own).
@@ -441,6 +447,8 @@ impl SdkClient {
             upper_ids: false,
             crossing: false,
             twins: false,
+            prompt_approvals: false,
+            pause_next: false,
             observed: 0,
             issued: 0,
             thinned: BTreeMap::new(),
@@ -1032,6 +1040,7 @@ impl SdkClient {
         self.upper_ids = ctx.upper_ids;
         self.crossing = ctx.crossing;
         self.twins = ctx.twins;
+        self.prompt_approvals = ctx.prompt_approvals;
         if c.link.is_none() {
             if ctx.live_hosts.is_empty() {
                 return;
@@ -1229,6 +1238,9 @@ impl SdkClient {
     fn pick(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx) {
         use crate::moves::Move;
         let sid = c.session.clone().expect("session");
+        if self.prompt_approvals && self.prompt_pick(c, w, ctx, &sid) {
+            return;
+        }
         let mv = crate::moves::next_move(
             w,
             ctx.scenario,
@@ -1241,7 +1253,10 @@ impl SdkClient {
         let (method, params) = match mv {
             Move::Submit(m, p) => (m, p),
             Move::Turn => return self.pick_turn(c, w, ctx, &sid),
-            Move::Approval(a) => return self.decide_approval(c, w, &a, false),
+            Move::Approval(a) => {
+                self.decide_approval(c, w, &a, false);
+                return;
+            }
             Move::Conflict => return self.conflict_probe(c, w, &sid),
             Move::IdleUntil(t) => {
                 self.idle_until_ms = t;
@@ -1441,11 +1456,51 @@ impl SdkClient {
         self.maybe_burst(c, w, sid);
     }
 
-    fn decide_approval(&mut self, c: &mut Client, w: &mut World, a: &str, approve_only: bool) {
+    /// Decides approval `a`; true when the decision approves it.
+    fn decide_approval(
+        &mut self,
+        c: &mut Client,
+        w: &mut World,
+        a: &str,
+        approve_only: bool,
+    ) -> bool {
         let sid = c.session.clone().expect("session");
         let p = crate::moves::approval_decision(w, &sid, a, approve_only);
+        let approved = p["choiceId"] == "approve";
         self.known.approvals.remove(a);
         self.active = self.submit(c, w, "approval/decide", p, Purpose::Normal);
+        approved
+    }
+
+    /// Draws version 15's pick ahead of the move draw; true when it made
+    /// one. A pending approval this client knows is decided one time in
+    /// two, and an approving decision draws whether an interrupt of the
+    /// turn goes out right behind it (three times in ten), in flight with
+    /// it: the turn may then end while the tool call's effect is in flight
+    /// or its lost answer awaited. One such chase in two is followed by a
+    /// pause ([`Self::pause`]; no draw then), which leaves the session idle
+    /// but for that wait. Without this a tool call's effect rarely meets
+    /// the end of its turn: the turn waits for the decision, which the
+    /// move draw seldom makes.
+    fn prompt_pick(&mut self, c: &mut Client, w: &mut World, ctx: &Ctx, sid: &str) -> bool {
+        if std::mem::take(&mut self.pause_next) {
+            self.pause(w, ctx, sid);
+            return true;
+        }
+        let Some(a) = self.known.approvals.iter().next().cloned() else {
+            return false;
+        };
+        if !w.chance(Decision::Client, 500) {
+            return false;
+        }
+        if self.decide_approval(c, w, &a, false) && w.chance(Decision::Client, 300) {
+            let p = json!({"sessionId": sid});
+            if let Some(b) = self.submit(c, w, "turn/interrupt", p, Purpose::Normal) {
+                self.burst.push(b);
+            }
+            self.pause_next = w.chance(Decision::Client, 500);
+        }
+        true
     }
 
     /// Reuses an answered command's id with another payload: exactly one

@@ -740,6 +740,45 @@ fn a_followed_session_is_resumed_from_the_given_cursor() {
 }
 
 #[test]
+fn an_unfollowed_session_is_not_reloaded_on_the_next_link() {
+    // Control: a session started here is reloaded on the next link.
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    s.drop_link();
+    s.link("durable");
+    s.drain();
+    assert_eq!(s.count("session/resume"), 1, "sent: {:#?}", s.sent);
+    // Unfollowed first, it is not.
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    s.core.unfollow(&sid());
+    s.drop_link();
+    s.link("durable");
+    s.drain();
+    assert_eq!(s.count("session/resume"), 0, "sent: {:#?}", s.sent);
+}
+
+#[test]
+fn request_ids_on_a_link_are_distinct_and_increase() {
+    let mut s = Script::new();
+    s.link("durable");
+    s.started_session();
+    for k in 0..4 {
+        s.submit(turn_start(&format!("t{k}")));
+    }
+    let ids: Vec<u64> = s
+        .sent
+        .iter()
+        .filter(|f| f.get("method").is_some() && !f["id"].is_null())
+        .map(|f| f["id"].as_u64().expect("a numeric id"))
+        .collect();
+    assert!(ids.len() >= 6, "initialize, start and four turns: {ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
+
+#[test]
 fn an_answer_completes_its_command_whatever_was_answered_before_it() {
     let mut s = Script::new();
     s.link("durable");

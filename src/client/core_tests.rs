@@ -806,6 +806,7 @@ fn retry_delays_double_from_the_minimum_with_the_upper_half_random() {
     s.started_session();
     s.submit(turn_start("x"));
     let cfg = ClientConfig::default();
+    let mut jitters = Vec::new();
     for attempt in 1..=7u32 {
         let req = s.request("turn/start");
         s.fail(&req, -32001, json!({"kind": "overloaded"}));
@@ -816,9 +817,14 @@ fn retry_delays_double_from_the_minimum_with_the_upper_half_random() {
             "attempt {attempt}: {delay} ms, not in {}..={exp}",
             exp / 2
         );
+        jitters.push(delay - exp / 2);
         s.advance(delay);
         assert_eq!(s.count("turn/start"), attempt as usize + 1);
     }
+    // The random part spreads over the upper half (its range is hundreds
+    // of milliseconds and more), not over a millisecond or two: clients
+    // that failed together must not retry together.
+    assert!(jitters.iter().any(|j| *j > 2), "{jitters:?}");
 }
 
 #[test]

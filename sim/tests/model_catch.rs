@@ -1579,6 +1579,11 @@ impl H {
         self.host(What::HostRecv { inc, link, line });
     }
 
+    /// The network cuts `link`: lines still to leave on it are lost.
+    fn cut(&mut self, link: u64) {
+        self.push(Actor::Net, What::LinkClosed { link, why: "cut" });
+    }
+
     fn send_on(&mut self, link: u64, frame: Value) {
         self.host(What::HostSend {
             inc: self.inc.max(1),
@@ -1624,13 +1629,7 @@ impl H {
                 self.send_on(1, f.clone());
             }
         } else {
-            self.push(
-                Actor::Net,
-                What::LinkClosed {
-                    link: 1,
-                    why: "cut",
-                },
-            );
+            self.cut(1);
         }
     }
 }
@@ -1675,13 +1674,7 @@ fn ephemeral_update_then_another(event_sent: bool, expected: u64, answer: Value)
         h.send_on(1, frame.clone());
         h.send_on(2, frame);
     } else {
-        h.push(
-            Actor::Net,
-            What::LinkClosed {
-                link: 1,
-                why: "cut",
-            },
-        );
+        h.cut(1);
     }
     h.recv_on(
         2,
@@ -1831,13 +1824,7 @@ fn unqueue_seen_first_elsewhere(answered: bool) -> H {
         h.send_on(1, json!({"jsonrpc": "2.0", "id": 4, "result": ack}));
         h.send_on(1, event);
     } else {
-        h.push(
-            Actor::Net,
-            What::LinkClosed {
-                link: 1,
-                why: "cut",
-            },
-        );
+        h.cut(1);
     }
     h
 }
@@ -3226,13 +3213,7 @@ fn lease_unload_a_cut_before_a_turn_start_is_synced_owes_no_unload() {
             h.append(vec![done]);
             h.sync();
         }
-        h.push(
-            Actor::Net,
-            What::LinkClosed {
-                link: 1,
-                why: "cut",
-            },
-        );
+        h.cut(1);
         h.sync();
         h.t += 4_300;
         h.push(Actor::World, What::Phase("later".into()));

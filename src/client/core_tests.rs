@@ -970,6 +970,36 @@ fn a_read_without_result_goes_and_heals_as_a_read_and_completes_with_null() {
 }
 
 #[test]
+fn a_read_answered_with_a_command_rejection_fails_with_its_code() {
+    // No host rejects a read as a command; if one did, the read fails
+    // with the rejection's code and answer, not a made-up code.
+    let mut s = Script::new();
+    s.link("durable");
+    let h = s
+        .core
+        .read(s.now, ReadSpec::SessionRead { session_id: sid() })
+        .expect("read");
+    s.drain();
+    let req = s.request("session/read");
+    let data = json!({"kind": "commandRejected", "reason": "queue_full"});
+    s.fail(&req, -32030, data.clone());
+    let err = s
+        .done
+        .iter()
+        .find_map(|c| match c {
+            Completion::Read {
+                handle,
+                result: Err(e),
+            } if *handle == h => Some(e.clone()),
+            _ => None,
+        })
+        .expect("the read failed");
+    assert_eq!(err.code, -32030);
+    // The data is the rejection's answer, as a command's would be.
+    assert_eq!(err.data["error"]["data"], data);
+}
+
+#[test]
 fn a_command_for_an_unknown_durable_session_ends_session_not_found() {
     let mut s = Script::new();
     s.link("durable");

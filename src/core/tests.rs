@@ -2440,6 +2440,89 @@ fn an_effect_awaiting_its_answer_keeps_the_session_loaded_until_it_completes() {
 }
 
 #[test]
+fn an_effect_answered_after_its_turn_was_interrupted_still_completes_its_tool_call() {
+    // The turn is interrupted while its approved effect is at the
+    // provider. The turn ends `cancelled` at once; the tool call stays
+    // open until the provider answers, then completes with the outcome
+    // (PROTOCOL.md 4.3's `!effect` row). A host that drops the answer of
+    // an effect whose turn has ended leaves it `inProgress` for ever.
+    let (mut h, c) = check(Durability::Durable);
+    let item = approved_keyed_effect(&mut h, c, |h| h.hold_next_effect_response = true);
+    assert_eq!(h.held_effect_responses.len(), 1, "its answer is held");
+    let f = req(
+        &mut h,
+        c,
+        4,
+        "turn/interrupt",
+        json!({"sessionId": SID, "commandId": cid(40)}),
+    );
+    assert_eq!(response(&f, 4)["result"]["status"], json!("accepted"));
+    assert!(
+        f.iter()
+            .any(|e| e["method"] == "turn/completed"
+                && e["params"]["terminal"] == json!("cancelled")),
+        "{f:?}"
+    );
+    let completed = |f: &[Value]| {
+        f.iter()
+            .any(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
+    };
+    assert!(!completed(&f), "the tool call waits for its effect: {f:?}");
+    h.release_effect_responses();
+    let f = h.take(c);
+    let done = f
+        .iter()
+        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
+        .expect("the tool call completed");
+    assert_eq!(done["params"]["item"]["effectOutcome"], json!("committed"));
+    assert_eq!(done["params"]["item"]["status"], json!("completed"));
+}
+
+#[test]
+fn an_approved_effect_whose_turn_is_interrupted_before_its_sync_is_still_performed() {
+    // The decision and an interrupt arrive together: the turn ends while
+    // the effect still waits for the decision's record to be durable.
+    // The decision stands (it was answered `accepted` once durable), so
+    // the effect is performed then and completes its tool call; a host
+    // that drops it with the turn leaves the tool call open for ever.
+    let (mut h, c) = check(Durability::Durable);
+    start(&mut h, c);
+    let f = turn(&mut h, c, 2, 10, "!effect keyed write-a", json!({}));
+    let p = approval_asked(&f);
+    let (aid, item) = (p["approvalId"].clone(), p["itemId"].clone());
+    h.hold_syncs = true;
+    req(
+        &mut h,
+        c,
+        3,
+        "approval/decide",
+        decision(20, &aid, "approve"),
+    );
+    req(
+        &mut h,
+        c,
+        4,
+        "turn/interrupt",
+        json!({"sessionId": SID, "commandId": cid(40)}),
+    );
+    assert!(
+        h.disk.keyed.is_empty(),
+        "not before the decision is durable"
+    );
+    h.hold_syncs = false;
+    h.release_syncs();
+    let f = h.take(c);
+    assert_eq!(response(&f, 3)["result"]["status"], json!("accepted"));
+    assert_eq!(response(&f, 4)["result"]["status"], json!("accepted"));
+    assert_eq!(h.disk.keyed.len(), 1, "the effect took place: {f:?}");
+    let done = f
+        .iter()
+        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
+        .expect("the tool call completed");
+    assert_eq!(done["params"]["item"]["effectOutcome"], json!("committed"));
+}
+
+#[test]
 fn a_shutdown_ends_the_effects_it_would_wait_for_and_records_nothing_after_closed() {
     // An approved effect whose provider has not answered when the host is
     // asked to stop. The unload completes its tool call `failed` with

@@ -147,6 +147,17 @@ impl Script {
             .unwrap_or_else(|| panic!("no {method} sent; sent: {:#?}", self.sent))
     }
 
+    /// A `session/read` of the session, submitted and sent: its handle
+    /// and the request frame.
+    fn sent_read(&mut self) -> (ReadHandle, Value) {
+        let h = self
+            .core
+            .read(self.now, ReadSpec::SessionRead { session_id: sid() })
+            .expect("read");
+        self.drain();
+        (h, self.request("session/read"))
+    }
+
     fn count(&self, method: &str) -> usize {
         self.sent.iter().filter(|f| f["method"] == method).count()
     }
@@ -975,12 +986,7 @@ fn a_read_answered_with_a_command_rejection_fails_with_its_code() {
     // with the rejection's code and answer, not a made-up code.
     let mut s = Script::new();
     s.link("durable");
-    let h = s
-        .core
-        .read(s.now, ReadSpec::SessionRead { session_id: sid() })
-        .expect("read");
-    s.drain();
-    let req = s.request("session/read");
+    let (h, req) = s.sent_read();
     let data = json!({"kind": "commandRejected", "reason": "queue_full"});
     s.fail(&req, -32030, data.clone());
     let err = s
@@ -1143,12 +1149,7 @@ mod fuzz {
 fn an_overloaded_read_is_retried_after_a_backoff_not_at_once() {
     let mut s = Script::new();
     s.link("durable");
-    let h = s
-        .core
-        .read(s.now, ReadSpec::SessionRead { session_id: sid() })
-        .expect("read");
-    s.drain();
-    let req = s.request("session/read");
+    let (h, req) = s.sent_read();
     s.fail(&req, -32001, json!({"kind": "overloaded"}));
     assert_eq!(s.count("session/read"), 1, "not at once");
     s.advance(1_000);

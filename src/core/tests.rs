@@ -94,6 +94,14 @@ fn approval_asked(frames: &[Value]) -> &Value {
         .expect("server request")["params"]
 }
 
+/// The last `item/completed` of `item` among `frames`.
+fn item_completed<'a>(frames: &'a [Value], item: &Value) -> Option<&'a Value> {
+    frames
+        .iter()
+        .rev()
+        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == *item)
+}
+
 /// `approval/decide` params: command cid(`n`) picks `choice` for `aid`.
 fn decision(n: u32, aid: &Value, choice: &str) -> Value {
     json!({"sessionId": SID, "commandId": cid(n), "approvalId": aid,
@@ -2431,11 +2439,7 @@ fn an_effect_awaiting_its_answer_keeps_the_session_loaded_until_it_completes() {
         "session/resume",
         json!({"sessionId": SID, "commandId": cid(80), "cursor": format!("v:{SID}:0")}),
     );
-    let done = f
-        .iter()
-        .rev()
-        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
-        .expect("the tool call completed");
+    let done = item_completed(&f, &item).expect("the tool call completed");
     assert_eq!(done["params"]["item"]["effectOutcome"], json!("unknown"));
 }
 
@@ -2463,17 +2467,13 @@ fn an_effect_answered_after_its_turn_was_interrupted_still_completes_its_tool_ca
                 && e["params"]["terminal"] == json!("cancelled")),
         "{f:?}"
     );
-    let completed = |f: &[Value]| {
-        f.iter()
-            .any(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
-    };
-    assert!(!completed(&f), "the tool call waits for its effect: {f:?}");
+    assert!(
+        item_completed(&f, &item).is_none(),
+        "the tool call waits for its effect: {f:?}"
+    );
     h.release_effect_responses();
     let f = h.take(c);
-    let done = f
-        .iter()
-        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
-        .expect("the tool call completed");
+    let done = item_completed(&f, &item).expect("the tool call completed");
     assert_eq!(done["params"]["item"]["effectOutcome"], json!("committed"));
     assert_eq!(done["params"]["item"]["status"], json!("completed"));
 }
@@ -2515,10 +2515,7 @@ fn an_approved_effect_whose_turn_is_interrupted_before_its_sync_is_still_perform
     assert_eq!(response(&f, 3)["result"]["status"], json!("accepted"));
     assert_eq!(response(&f, 4)["result"]["status"], json!("accepted"));
     assert_eq!(h.disk.keyed.len(), 1, "the effect took place: {f:?}");
-    let done = f
-        .iter()
-        .find(|e| e["method"] == "item/completed" && e["params"]["item"]["itemId"] == item)
-        .expect("the tool call completed");
+    let done = item_completed(&f, &item).expect("the tool call completed");
     assert_eq!(done["params"]["item"]["effectOutcome"], json!("committed"));
 }
 
